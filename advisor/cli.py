@@ -1,0 +1,137 @@
+"""Command-line entry point: argparse dispatch and Rich rendering of core results.
+
+This module and advisor/tui/ are the only places that import Rich; commands return
+renderer-neutral documents (advisor.doc) plus a JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from typing import Sequence
+
+from advisor import __version__
+from advisor.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_USAGE, AdvisorError
+
+EPILOG = """exit codes: 0 ok, 1 action failed, 2 usage error, 3 bad input (file/profile),
+4 unsupported combination, 130 interrupted.
+Run without a subcommand to open the interactive advisor (TUI)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump wall
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from advisor import commands
+
+    parser = _Parser(
+        prog="nvfp4-advisor",
+        description="What your quantized LLM checkpoint really runs as on your NVIDIA GPU.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"nvfp4-advisor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for mod in commands.discover():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        p.add_argument("--json", action="store_true", help="machine-readable output (stable keys, schema_version)")
+        mod.add_arguments(p)
+        p.set_defaults(_module=mod)
+    return parser
+
+
+# ---------------------------------------------------------------- rendering (Rich)
+_STYLES = {"normal": "", "good": "green", "bad": "bold red", "warn": "yellow", "dim": "dim", "accent": "bold cyan"}
+
+
+def render(doc, console) -> None:
+    from rich.table import Table as RTable
+    from rich.text import Text
+
+    from advisor import doc as d
+
+    for block in doc.blocks:
+        if isinstance(block, d.Heading):
+            console.print(Text(block.text, style="bold underline" if block.level == 1 else "bold"))
+        elif isinstance(block, d.Paragraph):
+            console.print(Text(block.text, style=_STYLES.get(block.style, "")))
+        elif isinstance(block, d.KeyValues):
+            t = RTable(show_header=False, box=None, title=block.title, title_justify="left", pad_edge=False)
+            t.add_column(style="bold")
+            t.add_column()
+            for k, v in block.pairs:
+                t.add_row(k, v)
+            console.print(t)
+        elif isinstance(block, d.Table):
+            t = RTable(title=block.title, title_justify="left", header_style="bold")
+            for c in block.columns:
+                t.add_column(c, overflow="fold")
+            for i, row in enumerate(block.rows):
+                style = block.row_styles[i] if i < len(block.row_styles) else "normal"
+                t.add_row(*row, style=_STYLES.get(style, ""))
+            console.print(t)
+        elif isinstance(block, d.Bullets):
+            if block.title:
+                console.print(Text(block.title, style="bold"))
+            for item in block.items:
+                console.print(Text(f"  • {item}", style=_STYLES.get(block.style, "")))
+        console.print()
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"nvfp4-advisor: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    mod = getattr(args, "_module", None)
+    try:
+        if mod is None:
+            return _default(args)
+        outcome = mod.run(args)
+    except AdvisorError as err:
+        if getattr(args, "json", False):
+            from advisor.jsonout import document, dumps
+
+            print(dumps(document("error", {"error": str(err), "exit_code": err.exit_code})))
+        return _fail(str(err), err.exit_code)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except (OSError, ValueError) as err:  # last line of defence: one line, never a traceback
+        return _fail(f"{type(err).__name__}: {err}", EXIT_BAD_INPUT)
+    if args.json:
+        from advisor.jsonout import dumps
+
+        print(dumps(outcome.json))
+    else:
+        from rich.console import Console
+
+        render(outcome.doc, Console())
+    return outcome.exit_code
+
+
+def _default(args) -> int:
+    """No subcommand: the TUI when it is installed, else the probe and a demo answer."""
+    if importlib.util.find_spec("advisor.tui") is not None:
+        from advisor.tui import run_app
+
+        return run_app()
+    from rich.console import Console
+
+    from advisor import commands
+
+    console = Console()
+    for mod in commands.discover():
+        if mod.NAME == "probe":
+            render(mod.run(argparse.Namespace(json=False, gpu=None, gpus=1)).doc, console)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

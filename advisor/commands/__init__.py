@@ -1,0 +1,40 @@
+"""CLI subcommands. Each module here is one working subcommand and defines:
+
+    NAME: str                      the subcommand
+    HELP: str                      one line for --help
+    ORDER: int                     position in --help (lower first)
+    add_arguments(parser) -> None  argparse options (imports nothing heavy)
+    run(args) -> Outcome           does the work; raises AdvisorError subclasses on bad input
+
+Modules never import Rich or Textual: they return an :class:`Outcome` holding the JSON document
+and a renderer-neutral :class:`advisor.doc.Doc`; ``advisor.cli`` renders it. A module is added
+only when its command works (no stubs): discovery is by listing this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from advisor.doc import Doc
+
+
+@dataclass(frozen=True)
+class Outcome:
+    json: dict[str, Any]
+    doc: Doc
+    exit_code: int = 0
+
+
+def discover() -> list[ModuleType]:
+    mods = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(mod, "NAME") and hasattr(mod, "run"):
+            mods.append(mod)
+    return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.NAME))

@@ -1,0 +1,45 @@
+"""Stable JSON output: every document carries ``schema_version``; dataclasses become dicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+from pathlib import PurePath
+from typing import Any
+
+SCHEMA_VERSION = "1"
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert dataclasses, enums, tuples, sets and paths into plain JSON values.
+
+    Non-finite floats become ``None`` (JSON has no inf/nan) so consumers never choke.
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_json"):
+            return to_jsonable(obj.to_json())
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted(to_jsonable(v) for v in obj)
+    if isinstance(obj, PurePath):
+        return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def document(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Wrap a payload as a versioned JSON document."""
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, **to_jsonable(payload)}
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False)
