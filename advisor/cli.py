@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 _STYLES = {"normal": "", "good": "green", "bad": "bold red", "warn": "yellow", "dim": "dim", "accent": "bold cyan"}
 
 
-def render(doc, console) -> None:
+def renderables(doc):
+    """Rich renderables for a Doc, one per block (shared by the CLI and the TUI)."""
     from rich.table import Table as RTable
     from rich.text import Text
 
@@ -55,29 +56,64 @@ def render(doc, console) -> None:
 
     for block in doc.blocks:
         if isinstance(block, d.Heading):
-            console.print(Text(block.text, style="bold underline" if block.level == 1 else "bold"))
+            yield Text(block.text, style="bold underline" if block.level == 1 else "bold")
         elif isinstance(block, d.Paragraph):
-            console.print(Text(block.text, style=_STYLES.get(block.style, "")))
+            yield Text(block.text, style=_STYLES.get(block.style, ""))
         elif isinstance(block, d.KeyValues):
             t = RTable(show_header=False, box=None, title=block.title, title_justify="left", pad_edge=False)
-            t.add_column(style="bold")
-            t.add_column()
+            t.add_column(style="bold", no_wrap=True)
+            t.add_column(overflow="fold")
             for k, v in block.pairs:
                 t.add_row(k, v)
-            console.print(t)
+            yield t
         elif isinstance(block, d.Table):
-            t = RTable(title=block.title, title_justify="left", header_style="bold")
+            t = RTable(title=block.title, title_justify="left", header_style="bold", expand=False)
             for c in block.columns:
                 t.add_column(c, overflow="fold")
             for i, row in enumerate(block.rows):
                 style = block.row_styles[i] if i < len(block.row_styles) else "normal"
                 t.add_row(*row, style=_STYLES.get(style, ""))
-            console.print(t)
+            yield t
         elif isinstance(block, d.Bullets):
+            lines = Text()
             if block.title:
-                console.print(Text(block.title, style="bold"))
-            for item in block.items:
-                console.print(Text(f"  • {item}", style=_STYLES.get(block.style, "")))
+                lines.append(block.title + "\n", style="bold")
+            for i, item in enumerate(block.items):
+                lines.append(f"  • {item}" + ("\n" if i < len(block.items) - 1 else ""), style=_STYLES.get(block.style, ""))
+            yield lines
+        elif isinstance(block, d.Chart):
+            t = RTable(title=block.title, title_justify="left", header_style="bold")
+            t.add_column(block.x_label)
+            for se in block.series:
+                t.add_column(f"{se.label} ({block.y_label})" if block.y_label else se.label)
+            xs = sorted({x for se in block.series for x in se.x})
+            for x in xs:
+                cells = []
+                for se in block.series:
+                    ys = [y for xx, y in zip(se.x, se.y) if xx == x]
+                    cells.append(_num(ys[0]) if ys else "")
+                t.add_row(_num(x), *cells)
+            yield t
+        elif isinstance(block, d.Heatmap):
+            t = RTable(title=f"{block.title} ({block.unit})" if block.unit else block.title,
+                       title_justify="left", header_style="bold")
+            t.add_column("")
+            for c in block.col_labels:
+                t.add_column(c, justify="right")
+            for label, row in zip(block.row_labels, block.values):
+                t.add_row(label, *("✗" if v is None else _num(v) for v in row))
+            yield t
+
+
+def _num(v: float) -> str:
+    if v == int(v) and abs(v) < 1e9:
+        return str(int(v))
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+def render(doc, console) -> None:
+    for r in renderables(doc):
+        console.print(r)
         console.print()
 
 

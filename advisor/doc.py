@@ -47,7 +47,39 @@ class Bullets:
     style: Style = "normal"
 
 
-Block = Union[Heading, Paragraph, KeyValues, Table, Bullets]
+@dataclass(frozen=True)
+class Series:
+    label: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A line/scatter chart: the TUI draws it with plotext, HTML reports as inline SVG,
+    text renderers as a small table of its points."""
+
+    title: str
+    x_label: str
+    y_label: str
+    series: tuple[Series, ...]
+    kind: str = "line"          # line | scatter
+    log_x: bool = False
+    log_y: bool = False
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """A labelled matrix of numbers (e.g. decode tok/s per GPU x engine); None = cannot run."""
+
+    title: str
+    row_labels: tuple[str, ...]
+    col_labels: tuple[str, ...]
+    values: tuple[tuple[float | None, ...], ...]
+    unit: str = ""
+
+
+Block = Union[Heading, Paragraph, KeyValues, Table, Bullets, Chart, Heatmap]
 
 
 @dataclass(frozen=True)

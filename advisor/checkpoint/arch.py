@@ -1,0 +1,198 @@
+"""Architecture numbers from config.json (dense, MoE, MLA, hybrid GDN/Mamba, sliding window, MTP, vision).
+
+Multimodal configs nest the language model under ``text_config`` (Qwen3.5/3.6, Gemma, Kimi),
+``language_config`` or ``llm_config``; the text part is what the cost model needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.checkpoint.model import ArchInfo, MLAInfo, MoEInfo
+
+_NESTED_TEXT = ("text_config", "language_config", "llm_config")
+_VISION_KEYS = ("vision_config", "visual", "vision_tower_config", "mm_vision_tower")
+
+
+def text_config(config: dict) -> dict:
+    """The language-model part of a config (the config itself when not nested)."""
+    for key in _NESTED_TEXT:
+        sub = config.get(key)
+        if isinstance(sub, dict) and ("num_hidden_layers" in sub or "hidden_size" in sub):
+            return sub
+    return config
+
+
+def _first(cfg: dict, *keys, default=None):
+    for k in keys:
+        v = cfg.get(k)
+        if v is not None:
+            return v
+    return default
+
+
+def _int(v, default: int = 0) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    mixer: str      # attention | mla | sliding | gdn | mamba | none
+    ffn: str        # dense | moe | none
+
+
+def num_experts(cfg: dict) -> int:
+    return _int(_first(cfg, "num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"))
+
+
+def top_k(cfg: dict) -> int:
+    return _int(_first(cfg, "num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k",
+                       "num_selected_experts"))
+
+
+def _moe_layer(cfg: dict, i: int) -> bool:
+    if num_experts(cfg) <= 1 or cfg.get("enable_moe_block") is False:
+        return False
+    if i in (cfg.get("mlp_only_layers") or []):
+        return False
+    freq = cfg.get("moe_layer_freq")
+    if isinstance(freq, list):
+        return bool(freq[i]) if i < len(freq) else True
+    if "decoder_sparse_step" in cfg:  # Qwen2/3-MoE: (i + 1) % step == 0
+        step = _int(cfg.get("decoder_sparse_step"), 1) or 1
+        return (i + 1) % step == 0
+    first_dense = _int(cfg.get("first_k_dense_replace"))  # DeepSeek: dense below first_k, then every freq-th
+    step = _int(freq, 1) or 1
+    return i >= first_dense and i % step == 0
+
+
+def layer_kinds(config: dict) -> list[LayerKind]:
+    cfg = text_config(config)
+    n = _int(cfg.get("num_hidden_layers"))
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        # Nemotron-H: one character per layer, M=Mamba2, *=attention, -=MLP, E=MoE.
+        kinds = {"M": LayerKind("mamba", "none"), "*": LayerKind("attention", "none"),
+                 "-": LayerKind("none", "dense"), "E": LayerKind("none", "moe")}
+        return [kinds.get(c, LayerKind("none", "none")) for c in pattern]
+    mla = _int(cfg.get("kv_lora_rank")) > 0
+    layer_types = cfg.get("layer_types")
+    interval = _int(cfg.get("full_attention_interval"))
+    use_sw = cfg.get("use_sliding_window", True) is not False and cfg.get("sliding_window") is not None
+    sw_pattern = _int(_first(cfg, "sliding_window_pattern"))
+    out = []
+    for i in range(n):
+        if isinstance(layer_types, list) and i < len(layer_types):
+            t = str(layer_types[i])
+            if t in ("linear_attention", "gdn", "gated_deltanet"):
+                mixer = "gdn"
+            elif t in ("mamba", "mamba2", "ssm"):
+                mixer = "mamba"
+            elif t.startswith("sliding") or t in ("local_attention", "chunked_attention"):
+                mixer = "sliding"
+            else:
+                mixer = "mla" if mla else "attention"
+        elif interval > 0 and ("linear_num_value_heads" in cfg or "linear_num_key_heads" in cfg):
+            mixer = "attention" if (i + 1) % interval == 0 else "gdn"  # Qwen3-Next convention
+        elif sw_pattern > 0 and use_sw:
+            mixer = "attention" if (i + 1) % sw_pattern == 0 else "sliding"  # Gemma3
+        elif use_sw and _sw_all_layers(cfg, i):
+            mixer = "sliding"
+        else:
+            mixer = "mla" if mla else "attention"
+        out.append(LayerKind(mixer, "moe" if _moe_layer(cfg, i) else "dense"))
+    return out
+
+
+def _sw_all_layers(cfg: dict, i: int) -> bool:
+    """Mistral-style: sliding_window on every layer; Qwen2-style max_window_layers bounds it."""
+    mt = str(cfg.get("model_type", ""))
+    if mt.startswith("qwen"):
+        mwl = _int(cfg.get("max_window_layers"))
+        return cfg.get("use_sliding_window") is True and i >= mwl
+    return mt.startswith(("mistral", "mixtral"))
+
+
+def head_dim(cfg: dict) -> int:
+    hd = _int(_first(cfg, "head_dim", "attention_head_dim"))
+    if hd:
+        return hd
+    heads = _int(cfg.get("num_attention_heads"))
+    return _int(cfg.get("hidden_size")) // heads if heads else 0
+
+
+def mtp_layers(cfg: dict) -> int:
+    return _int(_first(cfg, "num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers",
+                       "n_mtp_layers"))
+
+
+def has_vision(config: dict) -> bool:
+    return any(isinstance(config.get(k), dict) for k in _VISION_KEYS)
+
+
+def vision_config(config: dict) -> dict | None:
+    for k in _VISION_KEYS:
+        if isinstance(config.get(k), dict):
+            return config[k]
+    return None
+
+
+def arch_info(config: dict) -> ArchInfo:
+    cfg = text_config(config)
+    kinds = layer_kinds(config)
+    heads = _int(cfg.get("num_attention_heads"))
+    e = num_experts(cfg)
+    moe = None
+    if e > 1:
+        shared = _int(_first(cfg, "n_shared_experts", "num_shared_experts"))
+        shared_size = _int(_first(cfg, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"))
+        if not shared and shared_size:
+            shared = 1
+        moe_size = _int(_first(cfg, "moe_intermediate_size", "expert_intermediate_size"))
+        if not moe_size and str(cfg.get("model_type", "")).startswith(("mixtral", "gpt_oss", "llama4")):
+            moe_size = _int(_first(cfg, "intermediate_size_mlp", "intermediate_size")) \
+                if not str(cfg.get("model_type")).startswith("llama4") else _int(cfg.get("intermediate_size"))
+        if shared and not shared_size and moe_size:
+            shared_size = moe_size * shared
+        moe = MoEInfo(num_experts=e, top_k=top_k(cfg), num_shared_experts=shared,
+                      expert_intermediate_size=moe_size or None,
+                      shared_expert_intermediate_size=shared_size or None,
+                      moe_layers=sum(1 for k in kinds if k.ffn == "moe"))
+    mla = None
+    if _int(cfg.get("kv_lora_rank")) > 0:
+        mla = MLAInfo(kv_lora_rank=_int(cfg["kv_lora_rank"]), qk_rope_head_dim=_int(cfg.get("qk_rope_head_dim")),
+                      qk_nope_head_dim=_int(cfg.get("qk_nope_head_dim")) or None,
+                      v_head_dim=_int(cfg.get("v_head_dim")) or None,
+                      q_lora_rank=_int(cfg.get("q_lora_rank")) or None)
+    hd = head_dim(cfg)
+    if mla and not _int(cfg.get("head_dim")):
+        hd = (mla.qk_nope_head_dim or 0) + mla.qk_rope_head_dim
+    kv_heads = _int(_first(cfg, "num_key_value_heads", "num_kv_heads", "multi_query_group_num"), heads)
+    sw = cfg.get("sliding_window")
+    n_sw = sum(1 for k in kinds if k.mixer == "sliding")
+    tie = config.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))
+    if tie is None:
+        tie = False
+    archs = config.get("architectures") or cfg.get("architectures") or ()
+    return ArchInfo(
+        model_type=config.get("model_type") or cfg.get("model_type"),
+        architectures=tuple(str(a) for a in archs),
+        num_layers=len(kinds),
+        hidden_size=_int(cfg.get("hidden_size")),
+        intermediate_size=_int(_first(cfg, "intermediate_size", "ffn_hidden_size")) or None,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=hd,
+        vocab_size=_int(cfg.get("vocab_size")),
+        tie_word_embeddings=bool(tie),
+        max_position_embeddings=_int(cfg.get("max_position_embeddings")) or None,
+        kv_layers=sum(1 for k in kinds if k.mixer in ("attention", "mla")),
+        sliding_window=_int(sw) or None if n_sw else None,
+        sliding_window_layers=n_sw,
+        linear_attention_layers=sum(1 for k in kinds if k.mixer in ("gdn", "mamba")),
+        layer_types=tuple(k.mixer for k in kinds),
+        moe=moe,
+        mla=mla,
+        mtp_layers=mtp_layers(cfg),
+        has_vision=has_vision(config),
+    )

@@ -1,0 +1,303 @@
+"""Classify a checkpoint per module from its configs and safetensors headers: the public entry point.
+
+    inspect_checkpoint("path/or/org/name@rev/or/demo:NAME") -> CheckpointInfo
+
+Pipeline: sources (files, headers) -> quant_config (what the config declares per module) ->
+tensors (what the headers show) or synth (modules from the architecture when no weights are
+present) -> merge, group repeated modules, totals, doctor findings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from advisor.checkpoint import doctor
+from advisor.checkpoint.arch import arch_info, text_config
+from advisor.checkpoint.model import (ActQuant, ArchInfo, CheckpointInfo, Finding, ModuleGroup, Totals, WeightQuant)
+from advisor.checkpoint.quant_config import QuantPlan, build_plan
+from advisor.checkpoint.roles import LINEAR_ROLES, group_name, layer_index, role_of
+from advisor.checkpoint.schemes import (BF16, NO_ACT, is_quantized, scheme_label, stored_bytes)
+from advisor.checkpoint.sources import CheckpointFiles, load
+from advisor.checkpoint.tensors import HeaderModule, group_tensors, observe, kv_scale_names
+
+
+@dataclass
+class Mod:
+    """One module (or one stack of experts) before grouping."""
+
+    name: str
+    role: str
+    weight: WeightQuant
+    act: ActQuant
+    count: int
+    params: int
+    stored_bytes: int
+    shape: tuple[int, int] | None
+    layer: int | None
+    header: HeaderModule | None = None
+
+    @property
+    def scheme(self) -> str:
+        return scheme_label(self.weight, self.act)
+
+
+def inspect_checkpoint(source: str) -> CheckpointInfo:
+    """Classify ``source`` (folder, .safetensors file, hub id ``org/name[@rev]``, ``demo:NAME``)."""
+    return classify(load(source))
+
+
+def classify(files: CheckpointFiles) -> CheckpointInfo:
+    config = files.config or {}
+    plan = build_plan(files.config, files.hf_quant_config, files.quantize_config)
+    arch = arch_info(config) if files.config else ArchInfo()
+    notes: list[Finding] = [Finding(c, s, m) for c, s, m in files.notes]
+    if files.headers:
+        mods, header_findings = _modules_from_headers(files, plan, arch)
+        notes += header_findings
+        if not files.config:
+            arch = replace(arch, num_layers=1 + max((m.layer for m in mods if m.layer is not None), default=-1))
+        sizes_from = "headers"
+    else:
+        mods = _modules_from_config(config, plan, arch, files)
+        sizes_from = "config"
+    mods.sort(key=lambda m: _natural(m.name))
+    groups = _group(mods)
+    quantized = [g for g in groups if is_quantized(g.weight)]
+    label, shares = _label(groups, quantized)
+    kept = tuple(g for g in groups if not is_quantized(g.weight)) if quantized else ()
+    totals = _totals(groups, arch, sizes_from, mods)
+    kv = plan.kv_cache
+    findings = notes + doctor.findings(files, plan, arch, mods, groups, label, shares)
+    return CheckpointInfo(
+        source=files.source,
+        producer=plan.producer if (plan.producer != "none" or not quantized) else "unknown",
+        label=label,
+        scheme_shares=shares,
+        modules=tuple(groups),
+        arch=arch,
+        totals=totals,
+        kv_cache_quant=kv,
+        kept_bf16=kept,
+        findings=tuple(_dedupe(findings)),
+        quant_method=plan.quant_method,
+        raw_quant_config=plan.raw if plan.producer == "unknown" else None,
+    )
+
+
+# ------------------------------------------------------------------ modules from headers
+
+def _modules_from_headers(files: CheckpointFiles, plan: QuantPlan, arch: ArchInfo) -> tuple[list[Mod], list[Finding]]:
+    entries = [(t, h.path) for h in files.headers for t in h.tensors.values()]
+    hmods = group_tensors(entries)
+    findings: list[Finding] = []
+    mods: list[Mod] = []
+    bad_bf16, ignored_q, mismatch, unscaled, act_conflict = [], [], [], [], []
+    for name, hm in hmods.items():
+        role = role_of(name, arch.num_layers or None)
+        spec = plan.spec_for(name, role)
+        obs = observe(hm, int_bits=spec.weight.bits if spec and spec.weight.bits < 8 or
+                      (spec and spec.weight.packing and spec.weight.packing.startswith("int32")) else None)
+        layer = layer_index(name)
+        if obs is None:
+            # no matrix weight (A_log, dt_bias, k/v scales alone): count bytes, BF16-kept
+            params = sum(t.numel for t in hm.tensors.values())
+            mods.append(Mod(name, role if role != "other" or "." not in name else role, BF16, NO_ACT, 1, params,
+                            hm.stored_bytes, None, layer, hm))
+            continue
+        w, a = obs.weight, obs.act
+        if not is_quantized(w):
+            if spec is not None and is_quantized(spec.weight):
+                bad_bf16.append(name)
+            a = NO_ACT
+        else:
+            if not obs.has_scale:
+                unscaled.append(name)
+            if spec is None:
+                if plan.producer not in ("none", "unknown"):
+                    ignored_q.append(name)
+                a = a if a is not None else NO_ACT
+            else:
+                if _family(spec.weight) != _family(w):
+                    mismatch.append(f"{name}: config {spec.weight.format}, tensors {w.format}")
+                    a = a if a is not None else NO_ACT
+                else:
+                    w = _merge_weight(spec.weight, w)
+                    if a is not None and a.format != "none" and spec.act.format == "none":
+                        act_conflict.append(name)
+                    a = spec.act
+        mods.append(Mod(name, role, w, a, obs.count, obs.params, hm.stored_bytes, obs.shape, layer, hm))
+    sev_list = (
+        ("config-quantized-but-bf16", "warn", bad_bf16,
+         "the config declares {n} module(s) quantized but their tensors are 16-bit (no scales)"),
+        ("ignored-but-quantized", "warn", ignored_q,
+         "{n} module(s) are excluded/ignored in the config but their tensors are quantized"),
+        ("config-tensor-mismatch", "error", mismatch,
+         "{n} module(s) store a different weight format than the config declares"),
+        ("quantized-without-scales", "error", unscaled,
+         "{n} module(s) have low-precision weights but no scale tensors"),
+        ("static-input-scale-on-weight-only", "info", act_conflict,
+         "{n} module(s) carry static input scales although the config declares weight-only"),
+    )
+    for code, sev, names, msg in sev_list:
+        if names:
+            findings.append(Finding(code, sev, msg.format(n=len(names)), detail="; ".join(names[:5]),
+                                    modules=tuple(names[:50])))
+    return mods, findings
+
+
+def _family(w: WeightQuant) -> str:
+    f = w.format
+    if f.startswith("fp8"):
+        return "fp8"
+    if f in ("int4", "uint4", "nf4", "fp4") or (f.startswith(("int", "uint")) and w.bits < 8):
+        return "int4"
+    if f in ("int8", "uint8"):
+        return "int8"
+    return f
+
+
+def _merge_weight(declared: WeightQuant, seen: WeightQuant) -> WeightQuant:
+    """The config's description, with granularity/group/block corrected from the tensors."""
+    return replace(declared,
+                   granularity=seen.granularity if seen.granularity not in ("unknown", "none") else declared.granularity,
+                   group_size=seen.group_size if seen.group_size else declared.group_size,
+                   block=seen.block if seen.block else declared.block,
+                   packing=seen.packing or declared.packing,
+                   bits=seen.bits or declared.bits)
+
+
+# ------------------------------------------------------------------ modules from config
+
+def _modules_from_config(config: dict, plan: QuantPlan, arch: ArchInfo, files: CheckpointFiles) -> list[Mod]:
+    from advisor.checkpoint.synth import modules_from_config
+
+    raw = repr(plan.raw) if plan.raw else ""
+    uses_lm = "language_model." in raw
+    unq = _unquantized_format(config)
+    mods = []
+    for sm in modules_from_config(config, uses_language_model=uses_lm):
+        role = role_of(sm.name, arch.num_layers or None)
+        spec = plan.spec_for(sm.name, role) if sm.in_f > 1 else None
+        if spec is not None and role in ("norm", "conv", "embed"):
+            spec = None
+        w, a = (spec.weight, spec.act) if spec else (unq, NO_ACT)
+        one = stored_bytes(w, sm.out_f, sm.in_f)
+        shape = (sm.out_f, sm.in_f) if sm.in_f > 1 else None
+        mods.append(Mod(sm.name, role, w, a, sm.count, sm.out_f * sm.in_f * sm.count, one * sm.count, shape,
+                        layer_index(sm.name)))
+    return mods
+
+
+def _unquantized_format(config: dict) -> WeightQuant:
+    dt = str(config.get("torch_dtype") or config.get("dtype") or text_config(config).get("torch_dtype")
+             or text_config(config).get("dtype") or "bfloat16")
+    if dt in ("float16", "half", "torch.float16"):
+        return WeightQuant("fp16", 16)
+    if dt in ("float32", "torch.float32"):
+        return WeightQuant("fp32", 32)
+    return BF16
+
+
+# ------------------------------------------------------------------ grouping, label, totals
+
+_NUM = re.compile(r"(\d+)")
+
+
+def _natural(name: str):
+    head = 0 if "embed" in name else (2 if name.startswith(("lm_head", "mtp")) else 1)
+    return (head, [int(p) if p.isdigit() else p for p in _NUM.split(name)])
+
+
+def _group(mods: list[Mod]) -> list[ModuleGroup]:
+    acc: dict[tuple, dict] = {}
+    for m in mods:
+        key = (group_name(m.name), m.role, m.scheme, m.weight, m.act, m.shape)
+        g = acc.get(key)
+        if g is None:
+            g = acc[key] = {"count": 0, "params": 0, "bytes": 0, "layers": set()}
+        g["count"] += m.count
+        g["params"] += m.params
+        g["bytes"] += m.stored_bytes
+        if m.layer is not None:
+            g["layers"].add(m.layer)
+    out = []
+    for (name, role, scheme, w, a, shape), g in acc.items():
+        out.append(ModuleGroup(name=name, role=role, scheme=scheme, weight=w, act=a, count=g["count"],
+                               params=g["params"], stored_bytes=g["bytes"], shape=shape,
+                               layers=tuple(sorted(g["layers"]))))
+    return out
+
+
+def _label(groups: list[ModuleGroup], quantized: list[ModuleGroup]) -> tuple[str, dict[str, float]]:
+    if not quantized:
+        by_fmt: dict[str, int] = defaultdict(int)
+        for g in groups:
+            by_fmt[g.scheme] += g.stored_bytes
+        label = "FP16" if by_fmt.get("FP16", 0) > by_fmt.get("BF16", 0) else "BF16"
+        return label, {label: 1.0}
+    by_scheme: dict[str, int] = defaultdict(int)
+    for g in quantized:
+        by_scheme[g.scheme] += g.stored_bytes
+    total = sum(by_scheme.values()) or 1
+    shares = {s: round(b / total, 6) for s, b in sorted(by_scheme.items(), key=lambda kv: -kv[1])}
+    label = next(iter(shares)) if len(shares) == 1 else "MIXED"
+    return label, shares
+
+
+# Weights a decoded token reads: the decoder layers (routed experts at top_k / E), final norm and
+# lm_head. Not read per token: the embedding table (one row per token), the vision tower (prefill
+# of images only) and MTP heads (only with speculative decoding).
+_NOT_PER_TOKEN = ("embed", "vision", "mtp")
+
+
+def _totals(groups: list[ModuleGroup], arch: ArchInfo, sizes_from: str, mods: list[Mod]) -> Totals:
+    params = sum(g.params for g in groups)
+    stored = sum(g.stored_bytes for g in groups)
+    experts_total = _experts_per_layer(mods) or (arch.moe.num_experts if arch.moe else 0)
+    k = arch.moe.top_k if arch.moe else 0
+    frac = min(1.0, k / experts_total) if experts_total and k else 1.0
+    active = 0.0
+    per_tok = 0.0
+    for g in groups:
+        if g.role in _NOT_PER_TOKEN:
+            if g.role == "embed" and arch.tie_word_embeddings:
+                active += g.params
+                per_tok += g.stored_bytes
+            continue
+        f = frac if g.role == "expert" else 1.0
+        active += g.params * f
+        per_tok += g.stored_bytes * f
+    return Totals(params=params, stored_bytes=stored, active_params=int(round(active)),
+                  bytes_per_token=int(round(per_tok)), sizes_from=sizes_from)
+
+
+def _experts_per_layer(mods: list[Mod]) -> int:
+    """Experts actually present per MoE layer (expert-pruned checkpoints hold fewer than the config says)."""
+    per_layer: dict[int, set] = defaultdict(set)
+    stacked = 0
+    for m in mods:
+        if m.role != "expert" or m.layer is None:
+            continue
+        idx = re.search(r"experts\.(\d+)\.", m.name)
+        if idx:
+            per_layer[m.layer].add(int(idx.group(1)))
+        elif m.count > 1:
+            stacked = max(stacked, m.count)
+    if per_layer:
+        return max(len(s) for s in per_layer.values())
+    return stacked
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in findings:
+        key = (f.code, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+__all__ = ["inspect_checkpoint", "classify", "kv_scale_names"]

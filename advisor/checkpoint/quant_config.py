@@ -1,0 +1,461 @@
+"""What a checkpoint's quantization config declares, per module.
+
+One :class:`QuantPlan` per checkpoint answers ``spec_for(name, role)``: the declared weight and
+activation format of a module, or None when the module is left unquantized (ignored, excluded,
+outside the quantized set). Sources and rules: shared/research/checkpoint-formats.md §2-§5.
+
+For ModelOpt the precision comes from ``quant_algo`` / ``quantized_layers``, never from the
+``config_groups`` it also writes: real exports contradict themselves there (§2.3, §6 E5b).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from advisor.checkpoint.model import ActQuant, WeightQuant
+from advisor.checkpoint.roles import LINEAR_ROLES
+
+# Roles a producer quantizes when its config only says "Linear" layers.
+_DECODER_LINEAR = LINEAR_ROLES - {"router", "lm_head"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    weight: WeightQuant
+    act: ActQuant
+    source: str                 # where the declaration came from, e.g. "quant_algo NVFP4", "config_groups.group_1"
+
+
+@dataclass
+class QuantPlan:
+    producer: str                                   # modelopt | compressed-tensors | fp8 | gptq | awq | bitsandbytes | mxfp4 | none | unknown
+    quant_method: str | None = None
+    raw: dict | None = None
+    kv_cache: str | None = None
+    notes: list[tuple[str, str]] = field(default_factory=list)   # (code, message) for doctor findings
+    _resolver: object = None
+
+    def spec_for(self, name: str, role: str) -> Spec | None:
+        if self._resolver is None:
+            return None
+        return self._resolver(name, role)
+
+
+# ------------------------------------------------------------------ ModelOpt
+
+_FP8_T = WeightQuant("fp8_e4m3", 8, "tensor")
+_FP8_STATIC = ActQuant("fp8_e4m3", dynamic=False, granularity="tensor")
+
+
+def _nvfp4_w(gs: int = 16) -> WeightQuant:
+    return WeightQuant("nvfp4", 4, "nvfp4", group_size=gs or 16, symmetric=True, packing="uint8-2-per-byte")
+
+
+_NVFP4_ACT = ActQuant("nvfp4", dynamic=True, granularity="group", group_size=16)
+_MXFP4_W = WeightQuant("mxfp4", 4, "mxfp4", group_size=32, symmetric=True, packing="uint8-2-per-byte")
+_MXFP4_ACT = ActQuant("mxfp4", dynamic=True, granularity="group", group_size=32)
+
+
+def modelopt_algo_spec(algo: str, entry: dict) -> tuple[WeightQuant, ActQuant] | None:
+    """ModelOpt quant_algo -> formats (quant_utils.py:704-768 and the §5 mapping)."""
+    a = algo.upper()
+    gs = entry.get("group_size") if isinstance(entry.get("group_size"), int) else None
+    if a == "FP8":
+        return _FP8_T, _FP8_STATIC
+    if a == "FP8_PER_CHANNEL_PER_TOKEN":
+        return WeightQuant("fp8_e4m3", 8, "channel"), ActQuant("fp8_e4m3", dynamic=True, granularity="token")
+    if a in ("FP8_PB_WO", "FP8_PB_REAL"):
+        return WeightQuant("fp8_e4m3", 8, "block", block=(128, 128)), ActQuant()
+    if a == "MXFP8":
+        return (WeightQuant("fp8_e4m3", 8, "group", group_size=32),
+                ActQuant("fp8_e4m3", dynamic=True, granularity="group", group_size=32))
+    if a in ("W8A16", "INT8_WO"):
+        return WeightQuant("int8", 8, "channel", symmetric=True), ActQuant()
+    if a in ("W8A8_SQ_PER_CHANNEL", "INT8", "INT8_SQ", "W8A8"):
+        return WeightQuant("int8", 8, "channel", symmetric=True), ActQuant("int8", dynamic=False, granularity="tensor")
+    if a in ("NVFP4", "NVFP4_AWQ", "NVFP4_SVD", "NVFP4_STATIC"):
+        return _nvfp4_w(gs or 16), _NVFP4_ACT
+    if a == "W4A16_NVFP4":
+        return _nvfp4_w(gs or 16), ActQuant()
+    if a == "W4A8_NVFP4_FP8":
+        return _nvfp4_w(gs or 16), _FP8_STATIC
+    if a == "MXFP4":
+        return _MXFP4_W, _MXFP4_ACT
+    if a == "W4A8_MXFP4_FP8":
+        return _MXFP4_W, _FP8_STATIC
+    if a in ("W4A16_AWQ", "INT4_AWQ"):
+        return (WeightQuant("int4", 4, "group", group_size=gs or 128, symmetric=not entry.get("has_zero_point"),
+                            packing="uint8-2-per-byte-dim0"), ActQuant())
+    if a == "W4A8_AWQ":
+        return (WeightQuant("int4", 4, "group", group_size=gs or 128, symmetric=not entry.get("has_zero_point"),
+                            packing="uint8-2-per-byte-dim0"), _FP8_STATIC)
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _glob(pattern: str) -> re.Pattern:
+    return re.compile(fnmatch.translate(pattern))
+
+
+def _excluded(name: str, patterns) -> bool:
+    """ModelOpt exclude_modules / ignore: fnmatch on the module name (vllm modelopt.py is_layer_excluded)."""
+    for p in patterns:
+        if not isinstance(p, str):
+            continue
+        if p == name or name.startswith(p + ".") or _glob(p).match(name):
+            return True
+    return False
+
+
+def _modelopt_plan(qcfg: dict, hf_quant: dict | None) -> QuantPlan:
+    if hf_quant is not None:
+        q = hf_quant.get("quantization") if isinstance(hf_quant.get("quantization"), dict) else hf_quant
+        producer_version = (hf_quant.get("producer") or {}).get("version") if isinstance(hf_quant.get("producer"), dict) else None
+    else:
+        q = qcfg
+        producer_version = (qcfg.get("producer") or {}).get("version") if isinstance(qcfg.get("producer"), dict) else None
+    algo = str(q.get("quant_algo") or qcfg.get("quant_algo") or "").upper()
+    excludes = list(q.get("exclude_modules") or qcfg.get("ignore") or qcfg.get("exclude_modules") or [])
+    kv = q.get("kv_cache_quant_algo")
+    if kv is None:
+        kv = qcfg.get("kv_cache_quant_algo")
+    if kv is None and isinstance(qcfg.get("kv_cache_scheme"), (dict, str)):
+        kv = qcfg["kv_cache_scheme"]
+    plan = QuantPlan(producer="modelopt", quant_method=algo or "modelopt", raw=hf_quant or qcfg,
+                     kv_cache=_kv_name(kv))
+    if producer_version:
+        plan.notes.append(("producer", f"modelopt {producer_version}"))
+    layers = q.get("quantized_layers") or qcfg.get("quantized_layers")
+    if algo == "MIXED_PRECISION" or isinstance(layers, dict):
+        table: dict[str, tuple[WeightQuant, ActQuant, str]] = {}
+        for lname, entry in (layers or {}).items():
+            if not isinstance(entry, dict):
+                continue
+            sub = str(entry.get("quant_algo") or "")
+            spec = modelopt_algo_spec(sub, entry)
+            if spec is None:
+                plan.notes.append(("unknown-quant-algo", f"quantized_layers[{lname!r}]: unknown quant_algo {sub!r}"))
+                continue
+            table[lname] = (spec[0], spec[1], sub.upper())
+        _check_modelopt_groups(qcfg, table, plan)
+
+        def resolve(name: str, role: str) -> Spec | None:
+            hit = table.get(name)
+            if hit is None:
+                parts = name.split(".")
+                for i in range(len(parts) - 1, 0, -1):   # container keys, e.g. "...mlp.experts"
+                    hit = table.get(".".join(parts[:i]))
+                    if hit is not None:
+                        break
+            if hit is None or _excluded(name, excludes):
+                return None
+            return Spec(hit[0], hit[1], f"quantized_layers {hit[2]}")
+
+        plan._resolver = resolve
+        return plan
+    spec = modelopt_algo_spec(algo, q if isinstance(q, dict) else {})
+    if spec is None:
+        plan.producer = "unknown"
+        plan.notes.append(("unknown-quant-algo", f"ModelOpt quant_algo {algo or None!r} is not known"))
+        return plan
+
+    def resolve_uniform(name: str, role: str) -> Spec | None:
+        if role not in LINEAR_ROLES and role not in ("mtp", "vision", "other"):
+            return None
+        if _excluded(name, excludes):
+            return None
+        return Spec(spec[0], spec[1], f"quant_algo {algo}")
+
+    plan._resolver = resolve_uniform
+    return plan
+
+
+def _check_modelopt_groups(qcfg: dict, table: dict, plan: QuantPlan) -> None:
+    """Flag config_groups that disagree with quantized_layers (nvidia/Qwen3.6-35B-A3B-NVFP4, §6 E5b)."""
+    groups = qcfg.get("config_groups")
+    if not isinstance(groups, dict):
+        return
+    for gname, g in groups.items():
+        if not isinstance(g, dict):
+            continue
+        ia = g.get("input_activations")
+        declared_a4 = isinstance(ia, dict) and ia.get("num_bits") == 4
+        for t in g.get("targets") or []:
+            hit = table.get(t)
+            if hit and declared_a4 and hit[1].format == "none":
+                plan.notes.append((
+                    "modelopt-config-groups-contradict",
+                    f"config.json {gname} declares 4-bit activations for {t} but quantized_layers says {hit[2]};"
+                    " quantized_layers is used"))
+                return
+
+
+def _kv_name(kv) -> str | None:
+    if kv is None:
+        return None
+    if isinstance(kv, str):
+        return kv.lower()
+    if isinstance(kv, dict):
+        bits, typ = kv.get("num_bits"), kv.get("type")
+        if bits == 8:
+            return "int8" if typ == "int" else "fp8"
+        if bits == 4:
+            return "nvfp4" if typ == "float" else "int4"
+        return f"{typ}{bits}"
+    return str(kv)
+
+
+# ------------------------------------------------------------------ compressed-tensors
+
+def ct_weight(args: dict | None, group_format: str | None = None) -> WeightQuant:
+    if not isinstance(args, dict):
+        return WeightQuant()
+    bits = args.get("num_bits") if isinstance(args.get("num_bits"), int) else 8
+    typ = args.get("type") or "int"
+    strategy = args.get("strategy")
+    gs = args.get("group_size") if isinstance(args.get("group_size"), int) else None
+    sym = args.get("symmetric", True)
+    block = args.get("block_structure")
+    scale_dtype = str(args.get("scale_dtype") or "")
+    if typ == "float" and bits == 4:
+        if gs == 32 or "uint8" in scale_dtype or (group_format or "").startswith("mxfp4"):
+            return WeightQuant("mxfp4", 4, "mxfp4", group_size=32, symmetric=True, packing="uint8-2-per-byte")
+        return WeightQuant("nvfp4", 4, "nvfp4", group_size=gs or 16, symmetric=True, packing="uint8-2-per-byte")
+    if typ == "float":
+        fmt = "fp8_e4m3" if bits == 8 else f"fp{bits}"
+    else:
+        fmt = f"int{bits}" if sym is not False else f"uint{bits}"
+    gran = _granularity(strategy, gs, block)
+    packing = None
+    if typ == "int" and (group_format == "pack-quantized" or (group_format is None and bits < 8)):
+        packing = f"int32-{32 // bits}-per-word" if bits in (2, 4, 8) else "int32-packed"
+    return WeightQuant(fmt, bits, gran, group_size=gs if gran == "group" else None,
+                       block=tuple(block) if gran == "block" and isinstance(block, list) else None,
+                       symmetric=bool(sym) if sym is not None else None, packing=packing)
+
+
+def _granularity(strategy, gs, block) -> str:
+    if strategy in ("tensor", "channel", "group", "block", "token"):
+        return strategy
+    if strategy == "tensor_group":
+        return "group"
+    if block:
+        return "block"
+    if gs is None:
+        return "tensor"
+    return "channel" if gs == -1 else "group"
+
+
+def ct_act(args: dict | None) -> ActQuant:
+    if not isinstance(args, dict):
+        return ActQuant()
+    bits = args.get("num_bits") if isinstance(args.get("num_bits"), int) else 8
+    typ = args.get("type") or "int"
+    gs = args.get("group_size") if isinstance(args.get("group_size"), int) else None
+    dyn = args.get("dynamic")
+    dynamic = dyn is True or dyn == "local"
+    strategy = args.get("strategy")
+    if typ == "float" and bits == 4:
+        fmt = "mxfp4" if gs == 32 else "nvfp4"
+        return ActQuant(fmt, dynamic=dynamic, granularity="group", group_size=gs or (32 if fmt == "mxfp4" else 16))
+    fmt = "fp8_e4m3" if typ == "float" and bits == 8 else (f"int{bits}" if typ == "int" else f"fp{bits}")
+    gran = {"token": "token", "tensor": "tensor", "group": "group", "tensor_group": "group"}.get(
+        strategy, "tensor" if gs is None else "group")
+    return ActQuant(fmt, dynamic=dynamic, granularity=gran, group_size=gs if gran == "group" else None)
+
+
+def _ct_match(name: str, role: str, target: str) -> bool:
+    """compressed-tensors targets: "re:<regex>" (re.match on the module name), an exact module name,
+    or a class name ("Linear", "Embedding")."""
+    if target.startswith("re:"):
+        try:
+            return re.match(target[3:], name) is not None
+        except re.error:
+            return False
+    if target == name:
+        return True
+    if "." not in target and target[:1].isupper():
+        if target.endswith("Linear") or target in ("FusedMoE",):
+            return role in LINEAR_ROLES or role in ("mtp", "vision", "other")
+        if target.endswith("Embedding"):
+            return role == "embed"
+        if target.endswith("Experts") or target.endswith("MoE"):
+            return role == "expert"
+    return False
+
+
+def _ct_plan(qcfg: dict) -> QuantPlan:
+    groups = qcfg.get("config_groups") or {}
+    ignore = [i for i in qcfg.get("ignore") or [] if isinstance(i, str)]
+    top_format = qcfg.get("format")
+    table: list[tuple[str, list[str], WeightQuant, ActQuant]] = []
+    for gname, g in groups.items() if isinstance(groups, dict) else ():
+        if not isinstance(g, dict):
+            continue
+        fmt = g.get("format") or (top_format if top_format != "mixed-precision" else None)
+        targets = [t for t in (g.get("targets") or []) if isinstance(t, str)]
+        table.append((gname, targets, ct_weight(g.get("weights"), fmt), ct_act(g.get("input_activations"))))
+    plan = QuantPlan(producer="compressed-tensors", quant_method=str(top_format or "compressed-tensors"), raw=qcfg,
+                     kv_cache=_kv_name(qcfg.get("kv_cache_scheme")))
+
+    def resolve(name: str, role: str) -> Spec | None:
+        if any(_ct_match(name, role, i) for i in ignore):
+            return None
+        # Later groups win on overlap? CT resolves the most specific match; a name or regex target
+        # beats a class target, which is how presets with overrides are written.
+        best = None
+        for gname, targets, w, a in table:
+            for t in targets:
+                if _ct_match(name, role, t):
+                    specific = t.startswith("re:") or "." in t
+                    if best is None or (specific and not best[0]):
+                        best = (specific, Spec(w, a, f"config_groups.{gname}"))
+        return best[1] if best else None
+
+    plan._resolver = resolve
+    return plan
+
+
+# ------------------------------------------------------------------ other methods
+
+def _not_convert(name: str, patterns) -> bool:
+    """transformers modules_to_not_convert: substring of the module name, or a glob with '*'."""
+    for p in patterns or ():
+        if not isinstance(p, str) or not p:
+            continue
+        if "*" in p:
+            if _glob(p).match(name) or _glob(p + ".*").match(name):
+                return True
+        elif p in name or name == p.rstrip("."):
+            return True
+    return False
+
+
+def _fp8_plan(qcfg: dict) -> QuantPlan:
+    block = qcfg.get("weight_block_size")
+    scheme = str(qcfg.get("activation_scheme") or "dynamic")
+    if isinstance(block, list) and len(block) == 2:
+        w = WeightQuant("fp8_e4m3", 8, "block", block=(int(block[0]), int(block[1])), symmetric=True)
+        a = ActQuant("fp8_e4m3", dynamic=scheme != "static",
+                     granularity="group" if scheme != "static" else "tensor",
+                     group_size=int(block[1]) if scheme != "static" else None)
+    else:
+        w = WeightQuant("fp8_e4m3", 8, "tensor", symmetric=True)
+        a = ActQuant("fp8_e4m3", dynamic=scheme != "static", granularity="token" if scheme != "static" else "tensor")
+    skip = qcfg.get("modules_to_not_convert") or []
+    plan = QuantPlan(producer="fp8", quant_method="fp8", raw=qcfg, kv_cache=_kv_name(qcfg.get("kv_cache_scheme")))
+
+    def resolve(name: str, role: str) -> Spec | None:
+        if role not in _DECODER_LINEAR | {"mtp", "other"} or _not_convert(name, skip):
+            return None
+        return Spec(w, a, "quant_method fp8")
+
+    plan._resolver = resolve
+    return plan
+
+
+def _gptq_awq_plan(qcfg: dict, method: str) -> QuantPlan:
+    bits = qcfg.get("bits", qcfg.get("w_bit", 4))
+    bits = bits if isinstance(bits, int) else 4
+    gs = qcfg.get("group_size", qcfg.get("q_group_size", 128))
+    gs = gs if isinstance(gs, int) else 128
+    if method.startswith("awq"):
+        sym = not qcfg.get("zero_point", True)
+        packing = "int32-8-per-word-awq-order"
+    else:
+        sym = bool(qcfg.get("sym", True))
+        packing = f"int32-{32 // bits}-per-word" if bits in (2, 4, 8) else "int32-packed"
+    fmt = f"int{bits}" if sym else f"uint{bits}"
+    w = WeightQuant(fmt, bits, "channel" if gs in (-1, 0) else "group", group_size=None if gs in (-1, 0) else gs,
+                    symmetric=sym, packing=packing)
+    skip = list(qcfg.get("modules_to_not_convert") or [])
+    inside = qcfg.get("modules_in_block_to_quantize")
+    flat_inside = None
+    if isinstance(inside, list):
+        flat_inside = [x for grp in inside for x in (grp if isinstance(grp, list) else [grp]) if isinstance(x, str)]
+    plan = QuantPlan(producer="gptq" if method.startswith("gptq") else "awq", quant_method=method, raw=qcfg)
+
+    def resolve(name: str, role: str) -> Spec | None:
+        # GPTQ/AWQ quantize the Linear layers inside decoder blocks; routers and lm_head stay 16-bit.
+        if role not in _DECODER_LINEAR or _not_convert(name, skip):
+            return None
+        if flat_inside is not None and not any(name.endswith("." + x) or ("." + x + ".") in name for x in flat_inside):
+            return None
+        return Spec(w, ActQuant(), f"quant_method {method}")
+
+    plan._resolver = resolve
+    return plan
+
+
+def _bnb_plan(qcfg: dict) -> QuantPlan:
+    skip = list(qcfg.get("llm_int8_skip_modules") or []) + ["lm_head"]
+    if qcfg.get("load_in_8bit") and not qcfg.get("load_in_4bit"):
+        # LLM.int8 multiplies int8 x int8 (activations quantized per row, outliers kept in fp16).
+        w, a = WeightQuant("int8", 8, "channel", symmetric=True), ActQuant("int8", dynamic=True, granularity="token")
+    else:
+        qt = str(qcfg.get("bnb_4bit_quant_type") or "fp4")
+        w, a = WeightQuant("nf4" if qt == "nf4" else "fp4", 4, "group", group_size=64, packing="uint8-2-per-byte"), ActQuant()
+    plan = QuantPlan(producer="bitsandbytes", quant_method="bitsandbytes", raw=qcfg)
+
+    def resolve(name: str, role: str) -> Spec | None:
+        if role not in LINEAR_ROLES | {"other", "mtp"} or _not_convert(name, skip):
+            return None
+        return Spec(w, a, "quant_method bitsandbytes")
+
+    plan._resolver = resolve
+    return plan
+
+
+def _mxfp4_plan(qcfg: dict) -> QuantPlan:
+    skip = qcfg.get("modules_to_not_convert") or []
+    plan = QuantPlan(producer="mxfp4", quant_method="mxfp4", raw=qcfg)
+
+    def resolve(name: str, role: str) -> Spec | None:
+        # gpt-oss: only the MoE experts are MXFP4 (transformers integrations/mxfp4.py).
+        if role != "expert" or _not_convert(name, skip):
+            return None
+        return Spec(_MXFP4_W, ActQuant(), "quant_method mxfp4")
+
+    plan._resolver = resolve
+    return plan
+
+
+def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict | None = None) -> QuantPlan:
+    """The plan from config.json (top level or nested text_config), hf_quant_config.json and
+    quantize_config.json (older GPTQ repos)."""
+    qcfg = None
+    if isinstance(config, dict):
+        qcfg = config.get("quantization_config")
+        if not isinstance(qcfg, dict):
+            for key in ("text_config", "language_config", "llm_config"):
+                sub = config.get(key)
+                if isinstance(sub, dict) and isinstance(sub.get("quantization_config"), dict):
+                    qcfg = sub["quantization_config"]
+                    break
+    if not isinstance(qcfg, dict):
+        qcfg = None
+    method = str((qcfg or {}).get("quant_method") or "").lower()
+    if hf_quant is not None or method.startswith("modelopt"):
+        return _modelopt_plan(qcfg or {}, hf_quant)
+    if qcfg is None and isinstance(quantize_config, dict):
+        qcfg, method = quantize_config, str(quantize_config.get("quant_method") or "gptq").lower()
+    if qcfg is None:
+        return QuantPlan(producer="none")
+    if method == "compressed-tensors" or (not method and "config_groups" in qcfg):
+        return _ct_plan(qcfg)
+    if method == "fp8":
+        return _fp8_plan(qcfg)
+    if method in ("gptq", "gptq_marlin", "awq", "awq_marlin", "auto-round", "autoround"):
+        return _gptq_awq_plan(qcfg, method)
+    if method == "bitsandbytes":
+        return _bnb_plan(qcfg)
+    if method == "mxfp4":
+        return _mxfp4_plan(qcfg)
+    plan = QuantPlan(producer="unknown", quant_method=method or None, raw=qcfg)
+    plan.notes.append(("unknown-quant-method",
+                       f"quantization_config has unknown quant_method {method or None!r}; "
+                       "formats below come from the tensor headers"))
+    return plan

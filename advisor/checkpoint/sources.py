@@ -1,0 +1,167 @@
+"""Resolve a checkpoint argument (folder, .safetensors file, hub id, demo:NAME) to its configs and headers.
+
+Only JSON files and safetensors headers are read; tensor data never is.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+from advisor.checkpoint.safetensors_header import SafetensorsHeader, read_header
+from advisor.errors import BadInput
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w./-]+)?$")
+INDEX_NAME = "model.safetensors.index.json"
+
+
+@dataclass
+class CheckpointFiles:
+    source: str
+    config: dict | None = None
+    hf_quant_config: dict | None = None
+    quantize_config: dict | None = None
+    index: dict | None = None
+    index_path: str | None = None
+    headers: list[SafetensorsHeader] = field(default_factory=list)
+    local: bool = True                    # headers are local files (tiny scalars may be read for doctor checks)
+    notes: list[tuple[str, str, str]] = field(default_factory=list)   # (code, severity, message)
+
+
+def load(source: str) -> CheckpointFiles:
+    if source.startswith("demo:"):
+        from advisor.checkpoint.demo import demo_path
+
+        return _load_local(str(demo_path(source[5:])), display=source)
+    if os.path.lexists(source) or source.startswith((".", "/", "~")) or source.endswith(".safetensors"):
+        return _load_local(os.path.expanduser(source), display=source)
+    if _HUB_ID.match(source):
+        return _load_hub(source)
+    raise BadInput("no such file or folder (and not a hub id org/name[@revision])", path=source)
+
+
+# ------------------------------------------------------------------ local
+
+def _stat(path: str):
+    try:
+        return os.stat(path)
+    except OSError as err:
+        raise BadInput(_os_problem(err), path=path) from None
+
+
+def _os_problem(err: OSError) -> str:
+    if err.errno == errno.ELOOP:
+        return "symlink loop"
+    if err.errno == errno.ENOENT:
+        return "no such file or folder"
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return f"cannot read ({err.strerror or err})"
+
+
+def read_json(path: str, *, required: bool) -> dict | None:
+    if not os.path.lexists(path):
+        if required:
+            raise BadInput("missing (every checkpoint needs one)", path=path)
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read(64 * 1024 * 1024 + 1)
+    except OSError as err:
+        raise BadInput(_os_problem(err), path=path) from None
+    if len(data) > 64 * 1024 * 1024:
+        raise BadInput("JSON file larger than 64 MB", path=path)
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise BadInput(f"not UTF-8 (byte {err.start})", path=path) from None
+    except (ValueError, RecursionError) as err:
+        raise BadInput(f"invalid JSON ({str(err).splitlines()[0][:100]})", path=path) from None
+    if not isinstance(obj, dict):
+        raise BadInput(f"expected a JSON object, found {type(obj).__name__}", path=path)
+    return obj
+
+
+def _load_local(path: str, display: str) -> CheckpointFiles:
+    st = _stat(path)
+    import stat as _st
+
+    if _st.S_ISREG(st.st_mode):
+        if not path.endswith(".safetensors"):
+            raise BadInput("expected a folder or a .safetensors file", path=path)
+        folder = os.path.dirname(os.path.abspath(path))
+        files = CheckpointFiles(source=display)
+        cfg_path = os.path.join(folder, "config.json")
+        if os.path.exists(cfg_path):
+            files.config = read_json(cfg_path, required=False)
+            files.hf_quant_config = read_json(os.path.join(folder, "hf_quant_config.json"), required=False)
+            files.quantize_config = read_json(os.path.join(folder, "quantize_config.json"), required=False)
+        files.headers = [read_header(path)]
+        return files
+    if not _st.S_ISDIR(st.st_mode):
+        raise BadInput("not a regular file or folder", path=path)
+    files = CheckpointFiles(source=display)
+    files.config = read_json(os.path.join(path, "config.json"), required=True)
+    files.hf_quant_config = read_json(os.path.join(path, "hf_quant_config.json"), required=False)
+    files.quantize_config = read_json(os.path.join(path, "quantize_config.json"), required=False)
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as err:
+        raise BadInput(_os_problem(err), path=path) from None
+    index_names = [n for n in names if n.endswith(".safetensors.index.json")]
+    shards: list[str]
+    if index_names:
+        ipath = os.path.join(path, INDEX_NAME if INDEX_NAME in index_names else index_names[0])
+        index = read_json(ipath, required=True)
+        wm = index.get("weight_map")
+        if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
+            raise BadInput("weight_map must map tensor names to shard file names", path=ipath)
+        for v in set(wm.values()):
+            if os.path.isabs(v) or ".." in v.split("/"):
+                raise BadInput(f"shard name {v!r} points outside the checkpoint folder", path=ipath)
+        files.index, files.index_path = index, ipath
+        shards = sorted(set(wm.values()))
+        present = [s for s in shards if os.path.lexists(os.path.join(path, s))]
+        if not present:
+            files.notes.append(("no-weights", "info",
+                                "no weight shards present (config-only folder): sizes are computed from the config"))
+            return files
+        missing = [s for s in shards if s not in present]
+        if missing:
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            raise BadInput(f"shard {missing[0]!r}{more} listed in the index is missing",
+                           path=os.path.join(path, missing[0]))
+    else:
+        shards = [n for n in names if n.endswith(".safetensors")]
+        if not shards:
+            other = [n for n in names if n.endswith((".bin", ".pt", ".gguf", ".pth"))]
+            msg = ("no .safetensors weights (only " + ", ".join(other[:3]) + "): sizes are computed from the config"
+                   if other else "no weight files present (config-only folder): sizes are computed from the config")
+            files.notes.append(("no-weights", "info", msg))
+            return files
+    for s in shards:
+        files.headers.append(read_header(os.path.join(path, s)))
+    return files
+
+
+# ------------------------------------------------------------------ hub
+
+def _load_hub(source: str) -> CheckpointFiles:
+    from advisor.checkpoint import hub
+
+    repo_id, _, revision = source.partition("@")
+    snap = hub.fetch(repo_id, revision or None)
+    files = CheckpointFiles(source=source, local=False)
+    files.config = snap.configs.get("config.json")
+    files.hf_quant_config = snap.configs.get("hf_quant_config.json")
+    files.quantize_config = snap.configs.get("quantize_config.json")
+    files.headers = list(snap.headers)
+    files.index = snap.index
+    if snap.note:
+        files.notes.append(("no-weights", "info", snap.note + ": sizes are computed from the config"))
+    elif not snap.headers:
+        files.notes.append(("no-weights", "info", "no safetensors files in the repository: sizes from the config"))
+    return files

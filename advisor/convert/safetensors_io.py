@@ -1,0 +1,197 @@
+"""Streaming safetensors access without loading whole files: header parsing, row-range reads
+with positional I/O, and a writer that emits the header first and then each tensor in order.
+
+The format (8-byte little-endian header length, JSON header, contiguous data; safetensors
+README) is simple enough that reading and writing raw bytes keeps BF16 exact without torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from advisor.errors import BadInput
+
+MAX_HEADER = 100_000_000  # safetensors limit (tensor.rs MAX_HEADER_SIZE)
+
+DTYPE_SIZES = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
+    "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8,
+}
+NUMPY_VIEW = {  # dtype -> numpy dtype of the raw bytes (float formats numpy lacks stay as bits)
+    "BOOL": np.uint8, "U8": np.uint8, "I8": np.int8, "F8_E4M3": np.uint8, "F8_E5M2": np.uint8,
+    "F8_E8M0": np.uint8, "I16": np.int16, "U16": np.uint16, "F16": np.uint16, "BF16": np.uint16,
+    "I32": np.int32, "U32": np.uint32, "F32": np.float32, "I64": np.int64, "U64": np.uint64,
+    "F64": np.float64,
+}
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    file: Path
+    offset: int      # absolute byte offset of the data in the file
+    nbytes: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str]]:
+    """Parse and validate one safetensors header. Raises BadInput naming the file."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            raw = f.read(8)
+            if len(raw) < 8:
+                raise BadInput("not a safetensors file (shorter than 8 bytes)", path=str(path))
+            (n,) = struct.unpack("<Q", raw)
+            if n > MAX_HEADER or 8 + n > size:
+                raise BadInput("not a safetensors file (bad header length)", path=str(path))
+            header = json.loads(f.read(n).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BadInput(f"not a safetensors file (header is not JSON: {err})", path=str(path)) from None
+    except OSError as err:
+        raise BadInput(f"cannot read: {err.strerror or err}", path=str(path)) from None
+    if not isinstance(header, dict):
+        raise BadInput("not a safetensors file (header is not an object)", path=str(path))
+    meta = header.pop("__metadata__", None) or {}
+    base = 8 + n
+    entries = {}
+    for name, info in header.items():
+        try:
+            dtype, shape, (begin, end) = info["dtype"], tuple(int(d) for d in info["shape"]), info["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise BadInput(f"malformed header entry for {name!r}", path=str(path)) from None
+        if dtype not in DTYPE_SIZES:
+            raise BadInput(f"tensor {name} has unsupported dtype {dtype}", path=str(path))
+        if end - begin != math.prod(shape) * DTYPE_SIZES[dtype] or begin < 0 or base + end > size:
+            raise BadInput(f"tensor {name}: data offsets do not match its shape or the file size "
+                           "(truncated file?)", path=str(path))
+        entries[name] = TensorEntry(name, dtype, shape, path, base + begin, end - begin)
+    return entries, {str(k): str(v) for k, v in meta.items()}
+
+
+def read_bytes(entry: TensorEntry, start: int = 0, length: int | None = None) -> bytes:
+    """Bytes [start, start+length) of a tensor's data (positional read, no mmap)."""
+    length = entry.nbytes - start if length is None else length
+    with open(entry.file, "rb") as f:
+        data = os.pread(f.fileno(), length, entry.offset + start)
+    if len(data) != length:
+        raise BadInput(f"tensor {entry.name}: file ended early", path=str(entry.file))
+    return data
+
+
+class RowReader:
+    """Reads row ranges of a 2-D tensor into a reused buffer."""
+
+    def __init__(self, entry: TensorEntry):
+        self.entry = entry
+        self.row_bytes = entry.nbytes // entry.shape[0] if entry.shape and entry.shape[0] else 0
+        self._fd = os.open(entry.file, os.O_RDONLY)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        n = (stop - start) * self.row_bytes
+        buf = bytearray(n)
+        got = os.preadv(self._fd, [buf], self.entry.offset + start * self.row_bytes)
+        if got != n:
+            raise BadInput(f"tensor {self.entry.name}: file ended early", path=str(self.entry.file))
+        view = NUMPY_VIEW[self.entry.dtype]
+        return np.frombuffer(buf, view).reshape(stop - start, *self.entry.shape[1:])
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+@dataclass(frozen=True)
+class OutSpec:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * DTYPE_SIZES[self.dtype]
+
+
+def order_for_file(specs: list[OutSpec]) -> list[OutSpec]:
+    """The order the safetensors serializer uses: larger dtype alignment first, then by name."""
+    return sorted(specs, key=lambda s: (-DTYPE_SIZES[s.dtype], s.name))
+
+
+def header_bytes(specs: list[OutSpec], metadata: dict[str, str] | None = None) -> bytes:
+    header: dict[str, object] = {}
+    if metadata:
+        header["__metadata__"] = metadata
+    pos = 0
+    for s in specs:
+        header[s.name] = {"dtype": s.dtype, "shape": list(s.shape), "data_offsets": [pos, pos + s.nbytes]}
+        pos += s.nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)           # the reference writer pads to a multiple of 8
+    return struct.pack("<Q", len(raw)) + raw
+
+
+class ShardWriter:
+    """Writes one safetensors file: header up front, then tensors strictly in header order.
+
+    Each tensor may arrive in pieces; the writer checks that every tensor gets exactly its size.
+    """
+
+    def __init__(self, path: Path, specs: list[OutSpec], metadata: dict[str, str] | None = None):
+        self.path = path
+        self.specs = specs
+        self._f = open(path, "xb")
+        self._f.write(header_bytes(specs, metadata))
+        self._i = -1
+        self._left = 0
+        self._advance()
+
+    def _advance(self) -> None:
+        # move to the next tensor that still needs bytes (zero-size tensors need none)
+        self._i += 1
+        while self._i < len(self.specs) and self.specs[self._i].nbytes == 0:
+            self._i += 1
+        self._left = self.specs[self._i].nbytes if self._i < len(self.specs) else 0
+
+    @property
+    def expected(self) -> OutSpec | None:
+        return self.specs[self._i] if self._i < len(self.specs) else None
+
+    def write(self, name: str, data) -> None:
+        spec = self.expected
+        if spec is None or spec.name != name:
+            raise RuntimeError(f"write order: got {name}, expected {spec.name if spec else 'nothing'}")
+        mv = memoryview(data).cast("B")
+        if len(mv) > self._left:
+            raise RuntimeError(f"{name}: more bytes than its shape")
+        self._f.write(mv)
+        self._left -= len(mv)
+        if self._left == 0:
+            self._advance()
+
+    def close(self) -> None:
+        if self.expected is not None:
+            raise RuntimeError(f"{self.path.name}: {self.expected.name} was not written")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+
+    def abort(self) -> None:
+        self._f.close()

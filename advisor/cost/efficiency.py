@@ -1,0 +1,155 @@
+"""Kernel-class efficiencies and per-format constants, each with its published source.
+
+Defaults come from measurements written down in the project's field notes (vLLM Marlin on an
+RTX 3090); a calibration file from ``microbench`` replaces them for that GPU. Nothing here is fit
+to a single case: where no measurement exists the value says "estimate" in its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.cost.derived import Assumption
+from advisor.gpu_spec import NOT_SUPPORTED, GpuSpec
+
+FIELD_NOTES_3 = "field-notes §3 (vLLM Marlin measured on RTX 3090)"
+
+# Scheme (what really runs, LayerDecision.effective_scheme) -> kernel class.
+KERNEL_CLASS = {
+    "W4A16-NVFP4": "w4a16_nvfp4", "W4A16-MXFP4": "w4a16_nvfp4",
+    "W4A16-INT4": "w4a16_int4",
+    "W8A16-FP8": "w8a16_fp8", "W8A16-INT8": "w8a16_fp8",
+    "BF16": "bf16", "FP16": "bf16",
+    "W8A8-FP8": "a8_native", "W8A8-INT8": "a8_native", "W4A8-FP8": "a8_native",
+    "W4A4-NVFP4": "a4_native", "W4A4-MXFP4": "a4_native",
+}
+WEIGHT_ONLY = ("w4a16_nvfp4", "w4a16_int4", "w8a16_fp8")
+
+# Fraction of DRAM bandwidth a kernel class streams at M=1 (decode).
+_MARLIN_BW = 0.925   # midpoint of the measured 91-94 %
+BANDWIDTH_EFF = {
+    "w4a16_nvfp4": (_MARLIN_BW, f"Marlin decode 91-94 % of DRAM bandwidth, {FIELD_NOTES_3}"),
+    "w4a16_int4": (_MARLIN_BW, f"Marlin decode 91-94 % of DRAM bandwidth, {FIELD_NOTES_3}"),
+    "w8a16_fp8": (_MARLIN_BW, f"Marlin decode 91-94 % of DRAM bandwidth, {FIELD_NOTES_3}"),
+    "bf16": (_MARLIN_BW, "estimate: a 16-bit GEMV streams like Marlin (same measurement); calibrate"),
+    "a8_native": (0.90, "estimate: native FP8/INT8 GEMM at M=1 plus activation quantize; calibrate"),
+    "a4_native": (0.90, "estimate: native FP4 GEMM at M=1 plus activation quantize; calibrate"),
+    "kv": (0.85, "estimate: attention kernels reading paged KV; calibrate"),
+}
+
+# Fraction of the table's dense tensor peak a large GEMM reaches.
+COMPUTE_EFF = (0.99, "cuBLAS BF16 reaches ~99 % of the published RTX 3090 tensor peak per GHz, "
+               + FIELD_NOTES_3)
+
+# Dequant: thread instructions per weight element to turn a stored value into an MMA input.
+DEQUANT_INSTR = {
+    "w8a16_fp8": (1.8, "E4M3->FP16 and/shift/or, ~7 instructions per 4 values, " + FIELD_NOTES_3),
+    "w4a16_nvfp4": (3.7, "E2M1 unpack + E4M3 block scale, up to ~3.7 per value, " + FIELD_NOTES_3),
+    "w4a16_int4": (1.5, "inferred: Marlin INT4 lop3 unpack + scale, ~12 instructions per 8 values"),
+}
+KV_DEQUANT_INSTR = {
+    "fp8": (1.8, "as FP8 weights (same conversion), " + FIELD_NOTES_3),
+    "nvfp4": (3.7, "as NVFP4 weights (same conversion), " + FIELD_NOTES_3),
+    "int8": (1.8, "estimate: as FP8 (integer convert + scale)"),
+    "int4": (1.5, "estimate: as INT4 weights"),
+    "fp4_mx": (3.7, "estimate: as NVFP4"),
+}
+# Rows of A a weight-only kernel dequantizes a weight tile for (Marlin: thread_m_blocks <= 4 x 16):
+# larger M re-dequantizes the tile once per M tile.
+DEQUANT_M_TILE = (64, "vLLM Marlin: at most 4 m-blocks of 16 rows per pass (thread_m_blocks <= 4)")
+SCHEDULERS_PER_SM = (4, "4 warp schedulers per SM, Turing through Blackwell (NVIDIA architecture whitepapers)")
+THREADS_PER_WARP = 32
+
+# MMA class -> GpuSpec peak key (engines accumulate in FP32: fp16 uses the fp32-accumulate rate).
+MMA_PEAK = {
+    "hmma_bf16": "bf16", "wgmma_bf16": "bf16", "tcgen05_bf16": "bf16",
+    "hmma_f16": "fp16_fp32acc",
+    "imma_int8": "int8", "wgmma_int8": "int8",
+    "imma_int4": "int4",
+    "qmma_e4m3": "fp8_fp32acc", "wgmma_e4m3": "fp8_fp32acc", "tcgen05_e4m3": "fp8_fp32acc",
+    "tcgen05_mxf8f6f4": "fp8_fp32acc",
+    "tcgen05_fp4_block_scaled": "fp4", "mma_sync_fp4_block_scaled": "fp4",
+}
+# Rows an MMA instruction computes at once: a decode batch below it is padded.
+MMA_M_ROWS = {"wgmma": 64, "tcgen05": 128}
+MMA_M_ROWS_DEFAULT = 16   # mma.sync m16n8k16
+
+
+def mma_rows(mma: str) -> int:
+    for prefix, rows in MMA_M_ROWS.items():
+        if mma.startswith(prefix):
+            return rows
+    return MMA_M_ROWS_DEFAULT
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """Resolved efficiencies for one GPU (table defaults or calibration)."""
+
+    dram_gbs: float                       # denominator the bandwidth efficiencies apply to
+    bandwidth_eff: dict[str, float]       # kernel class -> fraction of dram_gbs at M=1
+    mma_tflops: dict[str, float]          # mma class -> achievable TFLOPS (peak x eff or measured)
+    dequant_overhead: dict[str, float]    # kernel class -> measured prefill overhead (calibration only)
+    issue_rate: float                     # warp instructions / s (SMs x schedulers x clock)
+    assumptions: tuple[Assumption, ...]
+
+
+def _peak(gpu: GpuSpec, key: str) -> float | None:
+    v = gpu.peaks.get(key)
+    return None if v is None or v is NOT_SUPPORTED else float(v)
+
+
+def peak_for_mma(gpu: GpuSpec, mma: str) -> tuple[float | None, str]:
+    """The table peak (TFLOPS) for an MMA class and the key it came from."""
+    key = MMA_PEAK.get(mma)
+    if key is None:
+        return None, "none"
+    v = _peak(gpu, key)
+    if v is None and key == "bf16":          # Turing: no BF16, engines run FP16
+        key, v = "fp16_fp32acc", _peak(gpu, "fp16_fp32acc")
+    return v, key
+
+
+def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = ()) -> Efficiencies:
+    """Efficiencies for ``gpu``: defaults, replaced class by class by ``calibration``."""
+    out: list[Assumption] = []
+    cal = calibration if calibration is not None and calibration.gpu_id == gpu.id else None
+    cal_src = f"microbench {cal.measured_at}" if cal is not None else ""
+    if cal is not None and cal.bandwidth_gbs > 0:
+        dram = float(cal.bandwidth_gbs)
+        out.append(Assumption("dram_bandwidth", dram, "GB/s", cal_src, calibrated=True))
+    else:
+        dram = float(gpu.bandwidth_gbs or 0.0)
+        out.append(Assumption("dram_bandwidth", dram, "GB/s", f"GPU table {gpu.id}"))
+    bw: dict[str, float] = {}
+    for cls, (v, src) in BANDWIDTH_EFF.items():
+        if cal is not None and cls in cal.kernel_bandwidth_eff:
+            bw[cls] = cal.kernel_bandwidth_eff[cls]
+            out.append(Assumption(f"bandwidth_eff.{cls}", bw[cls], "fraction", cal_src, calibrated=True))
+        else:
+            bw[cls] = v
+            out.append(Assumption(f"bandwidth_eff.{cls}", v, "fraction", src))
+    mma: dict[str, float] = {}
+    for m in dict.fromkeys(mma_classes):
+        if cal is not None and m in cal.mma_tflops:
+            mma[m] = cal.mma_tflops[m]
+            out.append(Assumption(f"mma_tflops.{m}", mma[m], "TFLOPS", cal_src, calibrated=True))
+            continue
+        peak, key = peak_for_mma(gpu, m)
+        if peak is None:
+            continue
+        mma[m] = peak * COMPUTE_EFF[0]
+        out.append(Assumption(f"mma_tflops.{m}", mma[m], "TFLOPS",
+                              f"table peak {key}={peak} x {COMPUTE_EFF[0]} ({COMPUTE_EFF[1]})"))
+    deq = dict(cal.dequant_overhead) if cal is not None else {}
+    for cls, v in deq.items():
+        out.append(Assumption(f"dequant_overhead.{cls}", v, "fraction", cal_src, calibrated=True))
+    sms, clock = gpu.sm_count or 0, gpu.boost_clock_mhz or gpu.tensor_peak_clock_mhz or 0.0
+    issue = sms * SCHEDULERS_PER_SM[0] * clock * 1e6
+    out.append(Assumption("issue_rate", issue, "warp instr/s",
+                          f"SMs {sms} x {SCHEDULERS_PER_SM[0]} schedulers x {clock} MHz ({SCHEDULERS_PER_SM[1]})"))
+    if cal is None:
+        for cls, (v, src) in DEQUANT_INSTR.items():
+            out.append(Assumption(f"dequant_instr_per_element.{cls}", v, "thread instr", src))
+        out.append(Assumption("dequant_m_tile", DEQUANT_M_TILE[0], "rows", DEQUANT_M_TILE[1]))
+    return Efficiencies(dram, bw, mma, deq, issue, tuple(out))

@@ -1,0 +1,96 @@
+"""KV-cache bytes per token and per request, per KV dtype, for the layers that really keep KV.
+
+bytes/token/layer = 2 (K and V) x kv_heads x head_dim x bits/8 (+ per-token-head scales);
+MLA keeps one latent of (kv_lora_rank + qk_rope_head_dim) values instead of K and V.
+Hybrid models count only their full-attention layers; sliding-window layers hold at most
+``sliding_window`` tokens; linear-attention (GDN/Mamba) layers keep a fixed state, not KV.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from advisor.checkpoint.model import ArchInfo
+
+
+@dataclass(frozen=True)
+class KvDtype:
+    """One value of an engine's KV-cache dtype flag."""
+
+    name: str                   # the engine's flag value, e.g. "fp8_e4m3"
+    kind: str                   # bf16 | fp16 | fp8 | nvfp4 | int8 | int4 | fp4_mx | mxfp8
+    bits: float                 # bits per stored value incl. block scales (nvfp4: 4 + 8/16 = 4.5)
+    scale_bytes_per_head: float = 0.0   # per-token-head scales (per K and per V)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    full_layers: int
+    window_layers: int
+    window: int | None
+    linear_layers: int
+    values_per_layer_token: float   # K+V values (or MLA latent) per token per layer, per GPU
+    heads_per_gpu: float            # for per-token-head scales (K and V)
+    mla: bool
+    max_context: int | None
+    note: str
+
+    def bytes_per_token_layer(self, dt: KvDtype) -> float:
+        scales = 0.0 if self.mla else 2.0 * self.heads_per_gpu * dt.scale_bytes_per_head
+        return self.values_per_layer_token * dt.bits / 8.0 + scales
+
+    def bytes_per_token(self, dt: KvDtype) -> float:
+        """Per GPU, one more token of context in every KV layer (window layers while below the window)."""
+        layers = self.full_layers if self.full_layers else self.window_layers
+        return layers * self.bytes_per_token_layer(dt)
+
+    def request_bytes(self, dt: KvDtype, context: float) -> float:
+        """KV bytes one request of ``context`` tokens holds (and a decode step reads), per GPU."""
+        per = self.bytes_per_token_layer(dt)
+        win = context if self.window is None else min(context, self.window)
+        return per * (self.full_layers * context + self.window_layers * win)
+
+    def max_context(self, dt: KvDtype, pool_bytes: float, batch: int) -> float:
+        """Longest context each of ``batch`` concurrent requests can hold in ``pool_bytes``."""
+        if batch <= 0 or pool_bytes <= 0:
+            return 0.0
+        per = self.bytes_per_token_layer(dt)
+        share = pool_bytes / batch
+        layers = self.full_layers + self.window_layers
+        if per <= 0 or layers == 0:
+            c = math.inf
+        else:
+            c = share / (per * layers)
+            if self.window is not None and self.window_layers and c > self.window:
+                rest = share - per * self.window_layers * self.window
+                c = rest / (per * self.full_layers) if self.full_layers else math.inf
+        if self.max_context is not None:
+            c = min(c, float(self.max_context))
+        return max(0.0, c)
+
+    def max_concurrency(self, dt: KvDtype, pool_bytes: float, context: float) -> int:
+        need = self.request_bytes(dt, context)
+        return int(pool_bytes // need) if need > 0 else 0
+
+
+def layout(arch: ArchInfo, tp: int = 1) -> KvLayout:
+    linear = arch.linear_attention_layers
+    window_layers = arch.sliding_window_layers if arch.sliding_window else 0
+    full = arch.kv_layers or max(0, arch.num_layers - linear - window_layers)
+    notes = []
+    if linear:
+        notes.append(f"{linear} linear-attention layers keep a fixed per-request state, not KV (not counted)")
+    if arch.mla is not None:
+        # MLA's latent is shared by all heads and replicated on every TP rank.
+        vals = float(arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
+        heads = 0.0
+        notes.append("MLA: one latent (kv_lora_rank + qk_rope_head_dim) per token, replicated per TP rank")
+    else:
+        kvh = arch.num_kv_heads or arch.num_attention_heads
+        head_dim = arch.head_dim or (arch.hidden_size // max(arch.num_attention_heads, 1))
+        heads = kvh / tp if kvh >= tp else 1.0   # fewer KV heads than ranks: each rank keeps a copy
+        vals = 2.0 * heads * head_dim
+    return KvLayout(full, window_layers, arch.sliding_window, linear, vals, heads,
+                    arch.mla is not None, arch.max_position_embeddings, "; ".join(notes))

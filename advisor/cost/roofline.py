@@ -1,0 +1,266 @@
+"""Decode-step and prefill time of the kernel path that runs: bytes over bandwidth versus FLOPs
+over the MMA that path issues, plus the dequant issue term and the fixed per-step costs.
+
+decode step (B sequences, context C), per GPU under TP N:
+  t_bytes   = sum_parts bytes_read(B)/N / (DRAM x eff_class) + B x KV(C)/N / (DRAM x eff_kv)
+  t_compute = sum_parts FLOPs(B)/N / MMA_rate + dequant_instr / issue_rate + attention FLOPs / rate
+  t_gpu     = max(t_bytes, t_compute)
+  t_step    = t_gpu + kernels x graph_gap + host           (CUDA graphs)
+            = max(t_gpu, kernels x eager_launch) + host    (eager: the CPU launches run ahead)
+            + layers x all-reduces x t_allreduce(B x H x 2 B)   (TP)
+dequant_instr = weight elements x instr/element x ceil(M / m_tile) / 32 (warp instructions);
+issue_rate = SMs x 4 schedulers x clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from advisor.checkpoint.model import ArchInfo
+from advisor.cost.derived import Derived
+from advisor.cost.efficiency import (DEQUANT_INSTR, DEQUANT_M_TILE, KV_DEQUANT_INSTR, THREADS_PER_WARP,
+                                     WEIGHT_ONLY, Efficiencies, mma_rows)
+from advisor.cost.interconnect import Link
+from advisor.cost.kv import KvDtype, KvLayout, layout
+from advisor.cost.weights import Part, WeightModel
+
+# Attention MMA classes that consume FP8 KV natively (no unpack before the MMA).
+_FP8_NATIVE_ATTN = ("qmma_e4m3", "wgmma_e4m3", "tcgen05_e4m3")
+
+
+@dataclass(frozen=True)
+class StepCost:
+    seconds: float
+    t_bytes: float
+    t_compute: float
+    t_fixed: float
+    bound: str                 # bandwidth | compute | overhead
+    bytes_read: float          # per GPU
+    flops: float               # per GPU
+    derived: Derived
+
+
+@dataclass(frozen=True)
+class PrefillCost:
+    seconds: float
+    tok_s: float
+    t_bytes: float
+    t_compute: float
+    t_dequant: float
+    t_fixed: float
+    chunks: int
+    derived: Derived
+
+
+@dataclass(frozen=True)
+class CostModel:
+    weights: WeightModel
+    arch: ArchInfo
+    eff: Efficiencies
+    attn_mma: str
+    clock_factor: float         # <1 under a power limit (compute and issue rate only)
+    overhead: dict              # engine step_overhead
+    allreduce_per_layer: int
+    link: Link
+    bandwidth_gbs: float        # DRAM denominator (table, calibration or override)
+
+    # ---------------------------------------------------------------- rates
+    def _mma_rate(self, mma: str) -> float:
+        v = self.eff.mma_tflops.get(mma)
+        if v is None:
+            v = self.eff.mma_tflops.get("hmma_bf16") or self.eff.mma_tflops.get("hmma_f16")
+        return (v or math.inf) * 1e12 * self.clock_factor
+
+    def _issue(self) -> float:
+        return self.eff.issue_rate * self.clock_factor if self.eff.issue_rate > 0 else math.inf
+
+    def _bw(self, cls: str) -> float:
+        return self.bandwidth_gbs * 1e9 * self.eff.bandwidth_eff.get(cls, self.eff.bandwidth_eff["bf16"])
+
+    def kv_layout(self, tp: int) -> KvLayout:
+        return layout(self.arch, tp)
+
+    # ---------------------------------------------------------------- attention
+    def _attn_dims(self, decode: bool) -> tuple[float, float, float]:
+        a = self.arch
+        if a.mla is not None:
+            m = a.mla
+            if decode:   # absorbed MLA: scores and values in the latent space
+                return a.num_attention_heads, m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank
+            return (a.num_attention_heads, (m.qk_nope_head_dim or m.kv_lora_rank // 4) + m.qk_rope_head_dim,
+                    m.v_head_dim or m.kv_lora_rank // 4)
+        d = a.head_dim or a.hidden_size // max(a.num_attention_heads, 1)
+        return a.num_attention_heads, d, d
+
+    def attention_flops(self, queries_ctx_pairs_full: float, pairs_window: float, decode: bool) -> float:
+        """2 x H x (d_qk + d_v) FLOPs per (query, key) pair, over full and sliding-window layers."""
+        h, dqk, dv = self._attn_dims(decode)
+        kvl = self.kv_layout(1)
+        return 2.0 * h * (dqk + dv) * (kvl.full_layers * queries_ctx_pairs_full
+                                         + kvl.window_layers * pairs_window)
+
+    # ---------------------------------------------------------------- dequant
+    def _dequant_seconds(self, part: Part, elements: float, rows: float) -> float:
+        if part.kernel_class not in WEIGHT_ONLY or part.dequant == "none":
+            return 0.0
+        ipe = DEQUANT_INSTR[part.kernel_class][0]
+        passes = max(1, math.ceil(rows / DEQUANT_M_TILE[0]))
+        return elements * ipe * passes / THREADS_PER_WARP / self._issue()
+
+    def _fixed(self, gpu_seconds: float, graphs: bool, tp: int, tokens: float) -> tuple[float, float]:
+        """(total step seconds, fixed part) given the GPU time of the step."""
+        o = self.overhead
+        kernels = self.arch.num_layers * float(o["kernels_per_layer"])
+        host = float(o["host_us_per_step"]) * 1e-6
+        ar = 0.0
+        if tp > 1:
+            per = self.link.allreduce(tokens * self.arch.hidden_size * 2.0, tp).value
+            ar = self.arch.num_layers * self.allreduce_per_layer * per
+        if graphs:
+            total = gpu_seconds + kernels * float(o["graph_us_per_kernel"]) * 1e-6 + host + ar
+        else:
+            total = max(gpu_seconds, kernels * float(o["eager_us_per_kernel"]) * 1e-6) + host + ar
+        return total, total - gpu_seconds
+
+    # ---------------------------------------------------------------- decode
+    def decode_step(self, batch: int, context: float, kv: KvDtype, *, tp: int = 1, graphs: bool = True,
+                    extra: tuple[Part, ...] = (), verify_tokens: int = 1) -> StepCost:
+        """One decode step of ``batch`` sequences at ``context`` tokens each; ``verify_tokens`` > 1
+        scores that many positions per sequence in the same weight read (speculative verification)."""
+        wm = self.weights
+        m = batch * verify_tokens
+        bytes_parts = wm.step_bytes(m, tp)
+        elems = wm.step_elements(m, tp)
+        flops_tok = wm.flops_per_token(tp)
+        for p in extra:                       # e.g. the MTP head when it drafts
+            bytes_parts[p] = p.stored_bytes / tp
+            elems[p] = p.params / tp
+            flops_tok[p] = 2.0 * p.params / tp
+        t_bytes = t_mma = t_deq = 0.0
+        total_bytes = total_flops = 0.0
+        for p, b in bytes_parts.items():
+            if b <= 0:
+                continue
+            extra_bytes = elems[p] * 4.0 if p.dequant == "memory" else 0.0   # FP16 copy written + read
+            t_bytes += (b + extra_bytes) / self._bw(p.kernel_class)
+            total_bytes += b + extra_bytes
+            if p.kind == "expert" and wm.num_experts:
+                touched = wm.num_experts * wm.experts_fraction(m)
+                rows = m * wm.top_k / max(touched, 1e-9)
+                fl = 2.0 * elems[p] * math.ceil(rows / mma_rows(p.mma)) * mma_rows(p.mma)
+            else:
+                rows = m
+                fl = flops_tok[p] * math.ceil(m / mma_rows(p.mma)) * mma_rows(p.mma)
+            t_mma += fl / self._mma_rate(p.mma)
+            t_deq += self._dequant_seconds(p, elems[p], rows)
+            total_flops += fl
+        kvl = self.kv_layout(tp)
+        kv_bytes = batch * kvl.request_bytes(kv, context)
+        t_bytes += kv_bytes / self._bw("kv")
+        total_bytes += kv_bytes
+        win = context if kvl.window is None else min(context, kvl.window)
+        attn = self.attention_flops(m * context, m * win, decode=True) / tp
+        t_attn = attn / self._mma_rate(self.attn_mma)
+        t_kvdeq = 0.0
+        if kv.kind in KV_DEQUANT_INSTR and not (kv.kind == "fp8" and self.attn_mma in _FP8_NATIVE_ATTN):
+            values = kv_bytes / (kv.bits / 8.0)
+            t_kvdeq = values * KV_DEQUANT_INSTR[kv.kind][0] / THREADS_PER_WARP / self._issue()
+        t_compute = t_mma + t_deq + t_attn + t_kvdeq
+        gpu = max(t_bytes, t_compute)
+        total, fixed = self._fixed(gpu, graphs, tp, m)
+        bound = "bandwidth" if t_bytes >= t_compute else "compute"
+        if fixed > gpu:
+            bound = "overhead"
+        d = Derived(total, "s", "max(t_bytes, t_compute) + fixed  (eager: max(t_gpu, launches) + host)",
+                    {"B": batch, "C": context, "positions": verify_tokens, "tp": tp,
+                     "bytes_read": total_bytes, "kv_bytes": kv_bytes, "t_bytes": t_bytes, "t_mma": t_mma,
+                     "t_dequant_issue": t_deq, "t_attention": t_attn, "t_kv_unpack": t_kvdeq,
+                     "t_fixed": fixed, "cuda_graphs": graphs, "kv_dtype": kv.name},
+                    "roofline over the explained kernel path")
+        return StepCost(total, t_bytes, t_compute, fixed, bound, total_bytes, total_flops + attn, d)
+
+    def crossover_batch(self, context: float, kv: KvDtype, tp: int = 1, limit: int = 1 << 16) -> int | None:
+        """Smallest batch whose compute time reaches its bytes time (None: bandwidth-bound up to limit)."""
+        def compute_bound(b: int) -> bool:
+            s = self.decode_step(b, context, kv, tp=tp)
+            return s.t_compute >= s.t_bytes
+        if compute_bound(1):
+            return 1
+        hi = 2
+        while hi <= limit and not compute_bound(hi):
+            hi *= 2
+        if hi > limit:
+            return None
+        lo = hi // 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
+        return hi
+
+    # ---------------------------------------------------------------- prefill
+    def _linear_chunk(self, t: int, tp: int, deq_cal: dict[str, float]) -> tuple[float, float, float]:
+        """(t_bytes, t_mma, t_dequant) of the linear layers for one chunk of ``t`` tokens."""
+        wm = self.weights
+        bytes_parts = wm.step_bytes(t, tp)
+        elems = wm.step_elements(t, tp)
+        flops_tok = wm.flops_per_token(tp)
+        cb = cm = cd = 0.0
+        for p, b in bytes_parts.items():
+            if p.kind == "embed":
+                continue
+            cb += b / self._bw(p.kernel_class)
+            if p.kind == "expert" and wm.num_experts:
+                rows = t * wm.top_k / max(wm.num_experts * wm.experts_fraction(t), 1e-9)
+            else:
+                rows = t
+            mt = flops_tok[p] * t / self._mma_rate(p.mma)
+            cm += mt
+            if p.kernel_class in deq_cal and p.kernel_class in WEIGHT_ONLY:
+                cd += mt * max(0.0, deq_cal[p.kernel_class])      # measured on this GPU
+            else:
+                cd += self._dequant_seconds(p, elems[p], rows)
+        return cb, cm, cd
+
+    def prefill(self, prompt: int, chunk: int, kv: KvDtype, *, tp: int = 1, graphs: bool = True,
+                dequant_overhead: dict[str, float] | None = None) -> PrefillCost:
+        """Prefill of one ``prompt``-token request in chunks of ``chunk`` tokens:
+        sum over chunks of max(t_bytes, t_mma + t_dequant + t_attention) + fixed."""
+        chunk = max(1, min(chunk, prompt))
+        n = math.ceil(prompt / chunk)
+        kvl = self.kv_layout(tp)
+        deq_cal = dequant_overhead or {}
+        full = self._linear_chunk(chunk, tp, deq_cal)
+        last_t = prompt - chunk * (n - 1)
+        last = full if last_t == chunk else self._linear_chunk(last_t, tp, deq_cal)
+        rate = self._mma_rate(self.attn_mma)
+        secs = t_b = t_c = t_d = t_f = t_a = 0.0
+        done = 0
+        for i in range(n):
+            t = chunk if i < n - 1 else last_t
+            cb, cm, cd = full if i < n - 1 else last
+            cb += kvl.request_bytes(kv, done) / self._bw("kv")          # past KV re-read by attention
+            full_pairs = t * done + t * (t + 1) / 2                      # causal (query, key) pairs
+            win_pairs = full_pairs if kvl.window is None else sum_window_pairs(done, t, kvl.window)
+            ca = self.attention_flops(full_pairs, win_pairs, decode=False) / tp / rate
+            gpu = max(cb, cm + cd + ca)
+            total, fixed = self._fixed(gpu, graphs, tp, t)
+            secs += total
+            t_b, t_c, t_d, t_f, t_a = t_b + cb, t_c + cm, t_d + cd, t_f + fixed, t_a + ca
+            done += t
+        d = Derived(secs, "s", "sum over chunks of max(t_bytes, t_mma + t_dequant + t_attention) + fixed",
+                    {"P": prompt, "chunk": chunk, "chunks": n, "t_bytes": t_b, "t_mma": t_c,
+                     "t_dequant": t_d, "t_attention": t_a, "t_fixed": t_f, "tp": tp},
+                    "roofline over the explained kernel path; attention quadratic in P (full layers)")
+        return PrefillCost(secs, prompt / secs if secs > 0 else math.inf, t_b, t_c + t_a, t_d, t_f, n, d)
+
+
+def sum_window_pairs(done: int, t: int, w: int) -> float:
+    """Sum over queries done+1..done+t of min(position, w)."""
+    lo, hi = done + 1, done + t
+    if hi <= w:
+        return (lo + hi) * t / 2
+    if lo > w:
+        return float(t * w)
+    below = (lo + w) * (w - lo + 1) / 2
+    return below + (hi - w) * w

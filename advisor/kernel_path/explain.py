@@ -1,0 +1,215 @@
+"""explain(): which kernel each engine runs for each layer class of a checkpoint on a GPU, and why.
+
+Public entry points: :func:`explain` (one GPU) and :func:`explain_all_gpus` (the GPU table, for the
+compatibility matrix). Both are pure over frozen inputs; rule files are read (and cached) from
+profiles/engines/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable
+
+from advisor.checkpoint.model import ActQuant, CheckpointInfo, ModuleGroup, WeightQuant
+from advisor.errors import UsageError
+from advisor.gpu_spec import GpuSpec
+from advisor.kernel_path.model import EngineWarning, Explanation, LayerDecision
+from advisor.kernel_path.options import InstallOptions
+from advisor.kernel_path.rules import RuleFile, load_rules
+from advisor.kernel_path.select import Context, LayerFacts, gates_pass, select
+from advisor.kernel_path.summary import summarize
+
+# Which layer class each checkpoint role belongs to (roles that are no GEMM are skipped).
+ROLE_CLASS = {
+    "attn_qkv": "dense_linear", "attn_o": "dense_linear", "gdn_in_proj": "dense_linear",
+    "gdn_out_proj": "dense_linear", "mlp_gate_up": "dense_linear", "mlp_down": "dense_linear",
+    "shared_expert": "dense_linear", "router": "dense_linear", "mtp": "dense_linear",
+    "vision": "dense_linear", "other": "dense_linear", "expert": "moe_experts",
+    "lm_head": "lm_head_embed", "embed": "lm_head_embed",
+}
+_SINK_MODELS = ("gpt_oss",)
+_CLASS_ORDER = {"dense_linear": 0, "moe_experts": 1, "attention_kv": 2, "lm_head_embed": 3}
+
+
+def explain(checkpoint: CheckpointInfo, gpu: GpuSpec, *, gpus: int = 1, engine: str = "vllm",
+            version: str | None = None, options: InstallOptions = InstallOptions(),
+            rules_dir: Path | None = None) -> Explanation:
+    """The kernel path ENGINE takes for CHECKPOINT on GPU, per layer class, with reasons."""
+    rules, note = load_rules(engine, version, rules_dir)
+    _validate_options(rules, options)
+    return _explain(checkpoint, gpu, gpus, rules, version, note, options)
+
+
+def explain_all_gpus(checkpoint: CheckpointInfo, engine: str = "vllm", *, version: str | None = None,
+                     options: InstallOptions = InstallOptions(), gpus: int = 1,
+                     table: Iterable[GpuSpec] | None = None,
+                     rules_dir: Path | None = None) -> tuple[Explanation, ...]:
+    """explain() for every GPU in the table (or TABLE), in table order."""
+    if table is None:
+        from advisor.gpu_table import load_gpu_table
+
+        loaded = load_gpu_table()
+        table = loaded.values() if isinstance(loaded, dict) else loaded
+    rules, note = load_rules(engine, version, rules_dir)
+    _validate_options(rules, options)
+    return tuple(_explain(checkpoint, g, gpus, rules, version, note, options) for g in table)
+
+
+def _validate_options(rules: RuleFile, options: InstallOptions) -> None:
+    for name, value in options.flags:
+        spec = rules.flags.get(name)
+        if spec is None:
+            known = ", ".join(s.cli for s in rules.flags.values()) or "none"
+            raise UsageError(f"{rules.display_name} has no flag {name.replace('_', '-')!r} in the advisor's "
+                             f"rules (known: {known})")
+        if value not in spec.values:
+            raise UsageError(f"{spec.cli} {value!r} is not valid for {rules.display_name} "
+                             f"(choose from {', '.join(spec.values)})")
+    if options.kv_cache_dtype is not None and options.kv_cache_dtype not in rules.kv_cache_dtypes:
+        raise UsageError(f"--kv-cache-dtype {options.kv_cache_dtype!r} is not valid for {rules.display_name} "
+                         f"(choose from {', '.join(rules.kv_cache_dtypes)})")
+
+
+def _explain(ck: CheckpointInfo, gpu: GpuSpec, gpus: int, rules: RuleFile, requested: str | None,
+             note: str | None, options: InstallOptions) -> Explanation:
+    tp = options.tp if options.tp is not None else max(1, gpus)
+    decisions: list[LayerDecision] = []
+    for facts, scheme, module in _layer_groups(ck):
+        decisions.append(_decide(facts, scheme, gpu, rules, options, tp))
+    if ck.arch.num_attention_heads or ck.arch.kv_layers or ck.arch.mla:
+        decisions.append(_decide_kv(ck, gpu, rules, options, tp))
+    decisions = _merge(decisions)
+    decisions.sort(key=lambda d: _CLASS_ORDER.get(d.layer_class, 9))
+    runs = all(d.runs for d in decisions)
+    exp = Explanation(
+        engine=rules.engine, engine_version=rules.version, requested_version=requested,
+        version_note=note, gpu_id=gpu.id, gpus=gpus, checkpoint_label=ck.label,
+        decisions=tuple(decisions), summary="", runs=runs)
+    return replace(exp, summary=summarize(exp, ck, gpu, rules.display_name))
+
+
+def _layer_groups(ck: CheckpointInfo):
+    """(LayerFacts, checkpoint scheme, module) for every GEMM-bearing module group."""
+    out = []
+    seen_lm = False
+    for m in tuple(ck.modules) + tuple(ck.kept_bf16):
+        cls = ROLE_CLASS.get(m.role)
+        if cls is None:
+            continue
+        seen_lm = seen_lm or cls == "lm_head_embed"
+        out.append((_facts(ck, m, cls), m.scheme, m))
+    if not seen_lm and ck.arch.vocab_size:
+        # Every decoder LM has an embedding and an lm_head; unlisted means kept in 16 bits.
+        m = ModuleGroup(name="lm_head", role="lm_head", scheme="BF16", weight=WeightQuant(),
+                        act=ActQuant(), shape=(ck.arch.vocab_size, ck.arch.hidden_size or 1))
+        out.append((_facts(ck, m, "lm_head_embed"), "BF16", m))
+    return out
+
+
+def _facts(ck: CheckpointInfo, m: ModuleGroup, cls: str) -> LayerFacts:
+    w, a = m.weight, m.act
+    return LayerFacts(
+        layer_class=cls, scheme=m.scheme, roles=(m.role,), producer=ck.producer,
+        model_type=ck.arch.model_type, weight_format=w.format, weight_granularity=w.granularity,
+        group_size=w.group_size, block=tuple(w.block) if w.block else None, symmetric=w.symmetric,
+        act_format=a.format, act_granularity=a.granularity, act_dynamic=a.dynamic, shape=m.shape,
+        head_dim=ck.arch.head_dim, mla=ck.arch.mla is not None,
+        attention_sinks=(ck.arch.model_type or "") in _SINK_MODELS)
+
+
+def _context(facts: LayerFacts, gpu: GpuSpec, rules: RuleFile, options: InstallOptions, tp: int) -> Context:
+    return Context(sm=gpu.sm, gpu_name=gpu.name, rules=rules, options=options, tp=tp, layer=facts)
+
+
+def _decide(facts: LayerFacts, ck_scheme: str, gpu: GpuSpec, rules: RuleFile, options: InstallOptions,
+            tp: int) -> LayerDecision:
+    reasons: list[str] = []
+    warnings: list[EngineWarning] = []
+    ctx = _context(facts, gpu, rules, options, tp)
+    for d in rules.downgrades:
+        if facts.layer_class in d.layer_classes and ctx.layer.scheme == d.from_scheme \
+                and gates_pass(d.when, ctx) is None:
+            act = "none" if "A16" in d.to_scheme else ctx.layer.act_format
+            ctx = replace(ctx, layer=replace(ctx.layer, scheme=d.to_scheme, act_format=act))
+            reasons.append(f"scheme downgrade {d.from_scheme} -> {d.to_scheme}: {d.reason} ({d.source})")
+            warnings += [EngineWarning(w.text, w.meaning, w.source) for w in d.warnings]
+    path = _find_path(rules, ctx)
+    if path is None and facts.layer_class == "lm_head_embed":
+        ctx_dense = replace(ctx, layer=replace(ctx.layer, layer_class="dense_linear"))
+        path = _find_path(rules, ctx_dense)
+        if path is not None:
+            reasons.append("a quantized lm_head uses the dense linear kernels of its scheme")
+            decision = select(path, ctx_dense, checkpoint_scheme=ck_scheme, pre_reasons=tuple(reasons),
+                              pre_warnings=tuple(warnings))
+            return replace(decision, layer_class="lm_head_embed")
+    if path is None:
+        return _no_rule(ctx, ck_scheme, rules, reasons, warnings)
+    if path.note:
+        reasons.insert(0, path.note)
+    return select(path, ctx, checkpoint_scheme=ck_scheme, pre_reasons=tuple(reasons),
+                  pre_warnings=tuple(warnings))
+
+
+def _find_path(rules: RuleFile, ctx: Context):
+    for p in rules.paths:
+        if p.layer_class == ctx.layer.layer_class and ctx.layer.scheme in p.schemes \
+                and gates_pass(p.when, ctx) is None:
+            return p
+    return None
+
+
+def _no_rule(ctx: Context, ck_scheme: str, rules: RuleFile, reasons, warnings) -> LayerDecision:
+    L = ctx.layer
+    msg = (f"no rule: the advisor's {rules.display_name} rules do not cover {L.scheme} "
+           f"({L.producer}) {L.layer_class.replace('_', ' ')}")
+    return LayerDecision(
+        layer_class=L.layer_class, roles=L.roles, checkpoint_scheme=ck_scheme, effective_scheme=L.scheme,
+        kernel=None, mma="none", activation_dtype="bf16", dequant="none", runs=False,
+        reasons=tuple(reasons + [msg + "; the engine's behaviour is unknown to the advisor, not known to fail"]),
+        warnings=tuple(warnings), kv_cache_dtype=L.scheme if L.layer_class == "attention_kv" else None,
+        error=msg)
+
+
+def _decide_kv(ck: CheckpointInfo, gpu: GpuSpec, rules: RuleFile, options: InstallOptions, tp: int) -> LayerDecision:
+    reasons = []
+    declared = ck.kv_cache_quant
+    if options.kv_cache_dtype is not None:
+        kv = options.kv_cache_dtype
+        reasons.append(f"KV cache dtype {kv} requested with --kv-cache-dtype")
+    elif ck.producer in rules.kv_from_checkpoint and declared in ("fp8", "nvfp4"):
+        kv = declared
+        reasons.append(f"the checkpoint declares {declared} KV cache quantization and {rules.display_name} "
+                       f"uses it when --kv-cache-dtype is auto ({rules.kv_from_checkpoint_source})")
+    else:
+        kv = rules.kv_default
+        if declared:
+            reasons.append(f"the checkpoint ships {declared} KV scales, but {rules.display_name} stores the KV "
+                           f"cache in the model dtype unless --kv-cache-dtype asks for {declared}")
+    arch = ck.arch
+    roles = ("attention",) + (("mla",) if arch.mla else ())
+    facts = LayerFacts(layer_class="attention_kv", scheme=kv, roles=roles, producer=ck.producer,
+                       model_type=arch.model_type, head_dim=arch.head_dim, mla=arch.mla is not None,
+                       attention_sinks=(arch.model_type or "") in _SINK_MODELS)
+    ctx = _context(facts, gpu, rules, options, tp)
+    ck_scheme = f"KV {declared}" if declared else "KV bf16"
+    path = _find_path(rules, ctx)
+    if path is None:
+        return _no_rule(ctx, ck_scheme, rules, reasons, [])
+    if path.note:
+        reasons.insert(0, path.note)
+    return select(path, ctx, checkpoint_scheme=ck_scheme, pre_reasons=tuple(reasons))
+
+
+def _merge(decisions: list[LayerDecision]) -> list[LayerDecision]:
+    """One decision per (class, scheme, outcome); roles accumulate in first-seen order."""
+    merged: dict[tuple, LayerDecision] = {}
+    for d in decisions:
+        key = (d.layer_class, d.checkpoint_scheme, d.effective_scheme, d.kernel, d.mma, d.runs, d.error)
+        if key in merged:
+            prev = merged[key]
+            roles = prev.roles + tuple(r for r in d.roles if r not in prev.roles)
+            merged[key] = replace(prev, roles=roles)
+        else:
+            merged[key] = d
+    return list(merged.values())

@@ -1,0 +1,362 @@
+"""Engine rule files (profiles/engines/<engine>-<version>.yaml): schema, loader, version choice.
+
+A rule file is data: ordered candidate lists per (layer class, scheme) with gates, the MMA class
+each candidate issues, where dequantization happens, warnings with their meaning and sources.
+Loading validates every key (unknown keys are errors) and reports the file on failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from advisor.checkpoint.model import SCHEMES
+from advisor.errors import BadInput, UsageError
+from advisor.kernel_path.model import LAYER_CLASSES, MMA_CLASSES
+from advisor.kernel_path.options import DEPENDENCY_FACTS
+
+ENGINES = ("vllm", "sglang", "fastllm")
+DEQUANT = ("none", "registers", "memory", "cpu")
+# Activation dtypes a candidate may declare; "act16" = the model's 16-bit dtype (fp16 on Turing).
+ACTIVATIONS = ("act16", "bf16", "fp16", "fp8_e4m3", "nvfp4", "mxfp4", "mxfp8", "int8", "fp32")
+# Attention paths use KV dtypes as their "scheme".
+KV_SCHEMES = ("auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4", "fp4", "mxfp8")
+
+_SM_KEY = re.compile(r"^(default|\d{2,3}|\d{2,3}-\d{2,3})$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelExclusion(_Strict):
+    model_type: str
+    sm_min: int = 0
+    sm_max: int = 999
+
+
+class Gate(_Strict):
+    """One condition. Exactly one condition key per gate; `why` explains it in plain words.
+
+    ``if_*`` keys scope the gate: it is checked only when they hold (e.g. an FP8-KV-only gate).
+    """
+
+    sm_min: Optional[int] = None
+    sm_max: Optional[int] = None
+    sm_in: Optional[list[int]] = None
+    sm_not_in: Optional[list[int]] = None
+    family_in: Optional[list[int]] = None          # cc major: 10 = sm_100..109
+    family_not_in: Optional[list[int]] = None
+    requires: Optional[str] = None                 # a dependency declared in the file
+    env_in: Optional[dict[str, list[str]]] = None          # value (or default) must be listed
+    env_not_in: Optional[dict[str, list[str]]] = None
+    flag_in: Optional[dict[str, list[str]]] = None         # engine flag value (or default)
+    flag_not_in: Optional[dict[str, list[str]]] = None
+    producer_in: Optional[list[str]] = None
+    producer_not_in: Optional[list[str]] = None
+    weight_format_in: Optional[list[str]] = None
+    weight_granularity_in: Optional[list[str]] = None
+    act_format_in: Optional[list[str]] = None
+    act_granularity_in: Optional[list[str]] = None
+    act_dynamic: Optional[bool] = None
+    group_size_in: Optional[list[int]] = None      # -1 = per-channel / no group
+    block_in: Optional[list[list[int]]] = None
+    symmetric: Optional[bool] = None
+    shape_multiple: Optional[dict[Literal["n", "k"], int]] = None
+    model_type_in: Optional[list[str]] = None
+    model_exclusions: Optional[list[ModelExclusion]] = None
+    tp_max: Optional[int] = None
+    tp_min: Optional[int] = None
+    ep_min: Optional[int] = None
+    kv_dtype_in: Optional[list[str]] = None
+    head_dim_not_in: Optional[list[int]] = None
+    mla: Optional[bool] = None
+    attention_sinks: Optional[bool] = None
+    never: Optional[str] = None                    # always rejects (opt-in / other-mode kernels)
+    # scope
+    if_sm_min: Optional[int] = None
+    if_sm_max: Optional[int] = None
+    if_family_in: Optional[list[int]] = None
+    if_kv_dtype_in: Optional[list[str]] = None
+    why: str = ""
+
+    @model_validator(mode="after")
+    def _one_condition(self):
+        scoped = {"why", "if_sm_min", "if_sm_max", "if_family_in", "if_kv_dtype_in"}
+        set_keys = [k for k in type(self).model_fields if k not in scoped and getattr(self, k) is not None]
+        if len(set_keys) != 1:
+            raise ValueError(f"a gate holds exactly one condition, got {set_keys or 'none'}")
+        return self
+
+    @property
+    def condition(self) -> str:
+        scoped = {"why", "if_sm_min", "if_sm_max", "if_family_in", "if_kv_dtype_in"}
+        return next(k for k in type(self).model_fields if k not in scoped and getattr(self, k) is not None)
+
+
+class Warn(_Strict):
+    text: str = Field(min_length=1)     # exactly what the engine prints
+    meaning: str = Field(min_length=1)  # what it really means
+    source: str = Field(min_length=1)
+
+
+class Failure(_Strict):
+    """What the engine says when it refuses or crashes, what it means, and what to do."""
+
+    text: str = Field(min_length=1)
+    meaning: str = Field(min_length=1)
+    remedy: str = ""
+    source: str = Field(min_length=1)
+
+
+class Crash(Failure):
+    when: list[Gate] = Field(min_length=1)   # all hold: the chosen kernel fails at run time
+
+
+class Refusal(Failure):
+    unless: list[Gate] = Field(min_length=1)  # any fails: the engine refuses before kernel choice
+
+
+MmaSpec = Union[str, dict[str, str]]
+
+
+class Candidate(_Strict):
+    kernel: str = Field(min_length=1)
+    backend: Optional[str] = None          # value of the path's backend flag that selects it
+    opt_in: bool = False                   # only used when the backend flag asks for it
+    gates: list[Gate] = []
+    mma: MmaSpec
+    dequant: Literal["none", "registers", "memory", "cpu"]
+    activation: str
+    effective_scheme: Optional[str] = None  # None: as the checkpoint declares
+    note: str = ""                          # why this kernel, in plain words, when it wins
+    warnings: list[Warn] = []
+    crash: Optional[Crash] = None
+    source: str = Field(min_length=1)
+
+    @field_validator("activation")
+    @classmethod
+    def _act(cls, v: str) -> str:
+        if v not in ACTIVATIONS:
+            raise ValueError(f"activation {v!r} not one of {ACTIVATIONS}")
+        return v
+
+    @field_validator("mma")
+    @classmethod
+    def _mma(cls, v: MmaSpec) -> MmaSpec:
+        items = v.items() if isinstance(v, dict) else [("default", v)]
+        for key, cls_name in items:
+            if not _SM_KEY.match(key):
+                raise ValueError(f"mma key {key!r} must be 'default', 'NN' or 'NN-MM' (sm numbers)")
+            if cls_name not in MMA_CLASSES:
+                raise ValueError(f"mma class {cls_name!r} not one of MMA_CLASSES")
+        return v
+
+    @field_validator("effective_scheme")
+    @classmethod
+    def _eff(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and v not in SCHEMES and not v.startswith("KV "):
+            raise ValueError(f"effective_scheme {v!r} not one of SCHEMES")
+        return v
+
+
+class Downgrade(_Strict):
+    """A scheme-level rewrite before kernel choice (e.g. W8A8-FP8 -> W8A16-FP8 below sm_89)."""
+
+    id: str
+    layer_classes: list[str]
+    from_scheme: str
+    to_scheme: str
+    when: list[Gate] = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    warnings: list[Warn] = []
+    source: str = Field(min_length=1)
+
+
+class PathRule(_Strict):
+    id: str
+    layer_class: str
+    schemes: list[str] = Field(min_length=1)
+    when: list[Gate] = []                    # extra match conditions (producer, granularity, arch)
+    backend_flag: Optional[str] = None       # e.g. linear_backend
+    forced_unsupported: Literal["fallback", "error"] = "error"
+    disable_env: Optional[str] = None        # env var listing disabled kernel names
+    refusals: list[Refusal] = []
+    candidates: list[Candidate] = Field(min_length=1)
+    none_error: Failure
+    note: str = ""
+
+    @field_validator("layer_class")
+    @classmethod
+    def _lc(cls, v: str) -> str:
+        if v not in LAYER_CLASSES:
+            raise ValueError(f"layer_class {v!r} not one of {LAYER_CLASSES}")
+        return v
+
+
+class Dependency(_Strict):
+    label: str
+    installed: list[str] = Field(min_length=1)   # InstallOptions facts that must all hold
+    usable_if_any: list[str] = []                # one of these must hold too (else disabled)
+    missing: str = Field(min_length=1)           # reason when not installed
+    disabled: str = ""                           # reason when installed but unusable
+    disabled_warning: Optional[Warn] = None      # what the engine prints when it disables it
+
+    @model_validator(mode="after")
+    def _facts(self):
+        for f in self.installed + self.usable_if_any:
+            if f not in DEPENDENCY_FACTS:
+                raise ValueError(f"unknown install fact {f!r}; known: {DEPENDENCY_FACTS}")
+        if self.usable_if_any and not self.disabled:
+            raise ValueError("usable_if_any needs a 'disabled' reason")
+        return self
+
+
+class FlagSpec(_Strict):
+    cli: str
+    values: list[str] = Field(min_length=1)
+    default: str
+
+
+class RuleFile(_Strict):
+    templates: dict[str, Any] = {}          # YAML anchors reused below; not read as rules
+    engine: Literal["vllm", "sglang", "fastllm"]
+    version: str
+    display_name: str
+    source_ref: str = Field(min_length=1)   # what was read: release, commit
+    env_defaults: dict[str, str] = {}
+    flags: dict[str, FlagSpec] = {}
+    kv_cache_dtypes: list[str] = Field(min_length=1)
+    kv_default: str = "auto"
+    kv_from_checkpoint: list[str] = []      # producers whose declared KV quant "auto" resolves to
+    kv_from_checkpoint_source: str = ""
+    act16_turing: str = ""                  # why activations are FP16 on sm_75
+    activation_dtype: Optional[str] = None  # engine forces this 16-bit dtype (FastLLM: fp16)
+    dependencies: dict[str, Dependency] = {}
+    global_refusals: list[Refusal] = []     # checked before every path (e.g. arch not built)
+    downgrades: list[Downgrade] = []
+    paths: list[PathRule] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _refs(self):
+        for p in self.paths:
+            if p.backend_flag and p.backend_flag not in self.flags:
+                raise ValueError(f"path {p.id}: backend_flag {p.backend_flag!r} not declared in flags")
+            for s in p.schemes:
+                if p.layer_class == "attention_kv":
+                    if s not in self.kv_cache_dtypes and s not in KV_SCHEMES:
+                        raise ValueError(f"path {p.id}: KV scheme {s!r} unknown")
+                elif s not in SCHEMES:
+                    raise ValueError(f"path {p.id}: scheme {s!r} not one of SCHEMES")
+            gates = list(p.when) + [g for r in p.refusals + self.global_refusals for g in r.unless]
+            for c in p.candidates:
+                gates += c.gates + (c.crash.when if c.crash else [])
+                if c.backend and p.backend_flag and c.backend not in self.flags[p.backend_flag].values:
+                    raise ValueError(f"path {p.id}: {c.kernel} backend {c.backend!r} not a value of "
+                                     f"--{p.backend_flag}")
+            gates += [g for d in self.downgrades for g in d.when]
+            for g in gates:
+                if g.requires and g.requires not in self.dependencies:
+                    raise ValueError(f"path {p.id}: requires {g.requires!r} not declared in dependencies")
+                for name in list((g.flag_in or {}).keys()) + list((g.flag_not_in or {}).keys()):
+                    if name not in self.flags:
+                        raise ValueError(f"path {p.id}: flag {name!r} not declared in flags")
+        ids = [p.id for p in self.paths]
+        if len(ids) != len(set(ids)):
+            raise ValueError("path ids must be unique")
+        return self
+
+
+# ------------------------------------------------------------------ loading and versions
+
+def engines_dir() -> Path:
+    from profiles import PROFILES_DIR
+
+    return PROFILES_DIR / "engines"
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in v.split("."))
+    except ValueError as err:
+        raise UsageError(f"engine version {v!r} is not dotted numbers (e.g. 0.33 or 0.33.1)") from err
+
+
+def available_versions(engine: str, folder: Path | None = None) -> list[str]:
+    folder = folder or engines_dir()
+    out = []
+    for p in folder.glob(f"{engine}-*.yaml"):
+        out.append(p.stem[len(engine) + 1:])
+    return sorted(out, key=_version_key)
+
+
+def parse_engine_spec(spec: str) -> tuple[str, str | None]:
+    """'vllm' -> ('vllm', None); 'vllm@0.33.1' -> ('vllm', '0.33.1')."""
+    name, _, version = spec.partition("@")
+    name = name.strip().lower()
+    if name not in ENGINES:
+        raise UsageError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+    return name, (version.strip() or None)
+
+
+def resolve_version(engine: str, requested: str | None, folder: Path | None = None) -> tuple[str, str | None]:
+    """The rule-file version to use and a note when it is not the one asked for."""
+    versions = available_versions(engine, folder)
+    if not versions:
+        raise BadInput(f"no rule files for {engine}", path=str(folder or engines_dir()))
+    if requested is None:
+        return versions[-1], None
+    if requested in versions:
+        return requested, None
+    want = _version_key(requested)
+    older = [v for v in versions if _version_key(v) <= want]
+    if not older:
+        raise UsageError(f"no rules for {engine} {requested}: the oldest rule file is {versions[0]} "
+                         f"(available: {', '.join(versions)})")
+    chosen = older[-1]
+    return chosen, f"no rules for {engine} {requested}; using {chosen} (nearest older)"
+
+
+def load_rule_file(path: Path) -> RuleFile:
+    return _load_cached(str(path), path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_cached(path: str, _mtime: int) -> RuleFile:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = yaml.safe_load(fh)
+    except OSError as err:
+        raise BadInput(f"cannot read rule file: {err.strerror}", path=path) from err
+    except yaml.YAMLError as err:
+        raise BadInput(f"not valid YAML: {str(err).splitlines()[0]}", path=path) from err
+    if not isinstance(raw, dict):
+        raise BadInput("a rule file is a mapping (engine, version, paths, ...)", path=path)
+    try:
+        rules = RuleFile.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+        raise BadInput(f"invalid rules at {where}: {first['msg']}{more}", path=path) from err
+    stem = Path(path).stem
+    if stem != f"{rules.engine}-{rules.version}":
+        raise BadInput(f"file name must be {rules.engine}-{rules.version}.yaml", path=path)
+    return rules
+
+
+def load_rules(engine: str, version: str | None = None, folder: Path | None = None) -> tuple[RuleFile, str | None]:
+    """The rule file for ENGINE at VERSION (nearest older when unknown) and the version note."""
+    chosen, note = resolve_version(engine, version, folder)
+    return load_rule_file((folder or engines_dir()) / f"{engine}-{chosen}.yaml"), note
+
+
+def all_rule_files(folder: Path | None = None) -> list[Path]:
+    folder = folder or engines_dir()
+    return sorted(folder.glob("*.yaml"))

@@ -1,0 +1,138 @@
+"""The plain-language paragraph at the top of an explanation, and words for MMA classes."""
+
+from __future__ import annotations
+
+from advisor.checkpoint.model import CheckpointInfo
+from advisor.gpu_spec import GpuSpec
+from advisor.kernel_path.model import Explanation, LayerDecision
+
+MMA_WORDS = {
+    "hmma_f16": "FP16 tensor cores (HMMA)",
+    "hmma_bf16": "BF16 tensor cores (HMMA)",
+    "imma_int8": "INT8 tensor cores (IMMA)",
+    "imma_int4": "INT4 tensor cores (IMMA)",
+    "qmma_e4m3": "FP8 tensor cores (QMMA e4m3)",
+    "wgmma_bf16": "Hopper BF16 tensor cores (WGMMA)",
+    "wgmma_e4m3": "Hopper FP8 tensor cores (WGMMA e4m3)",
+    "wgmma_int8": "Hopper INT8 tensor cores (WGMMA)",
+    "tcgen05_bf16": "Blackwell BF16 tensor cores (tcgen05)",
+    "tcgen05_e4m3": "Blackwell FP8 tensor cores (tcgen05)",
+    "tcgen05_fp4_block_scaled": "Blackwell block-scaled FP4 tensor cores (tcgen05)",
+    "tcgen05_mxf8f6f4": "Blackwell block-scaled FP8/FP6/FP4 tensor cores (tcgen05)",
+    "mma_sync_fp4_block_scaled": "block-scaled FP4 tensor cores (sm_12x mma.sync)",
+    "none": "no tensor cores",
+}
+_ACT_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp8_e4m3": "FP8", "nvfp4": "NVFP4", "mxfp4": "MXFP4",
+              "mxfp8": "MXFP8", "int8": "INT8", "fp32": "FP32"}
+_CEILING = {"fp8_e4m3": "2x", "int8": "2x", "mxfp8": "2x", "nvfp4": "4x", "mxfp4": "4x"}
+
+
+def scheme_words(scheme: str) -> str:
+    """'W4A4-NVFP4' -> 'W4A4 NVFP4'."""
+    return scheme.replace("-", " ")
+
+
+def weight_format(scheme: str) -> str:
+    return scheme.split("-", 1)[1] if "-" in scheme else scheme
+
+
+def _bits_like(scheme: str) -> str:
+    return "INT4" if scheme.startswith("W4") else "INT8" if scheme.startswith("W8") else "BF16"
+
+
+def _primary(exp: Explanation) -> LayerDecision | None:
+    """The decision that moves most weight bytes: quantized experts, else quantized dense layers."""
+    for cls in ("moe_experts", "dense_linear"):
+        ds = [d for d in exp.decisions if d.layer_class == cls and d.checkpoint_scheme not in ("BF16", "FP16")]
+        if ds:
+            return ds[0]
+    for cls in ("dense_linear", "moe_experts"):
+        ds = [d for d in exp.decisions if d.layer_class == cls]
+        if ds:
+            return ds[0]
+    return None
+
+
+def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool) -> str:
+    ck, eff, act = d.checkpoint_scheme, d.effective_scheme, d.activation_dtype
+    fmt = weight_format(eff if eff not in ("BF16", "FP16") else ck)
+    mma = MMA_WORDS.get(d.mma, d.mma)
+    actw = _ACT_WORDS.get(act, act.upper())
+    head = f"On your {gpu.name} this {scheme_words(ck)} checkpoint" if lead else f"Its {_class_words(d)} ({scheme_words(ck)})"
+    if d.dequant == "cpu":
+        return (f"{head} runs on the CPU ({d.kernel}): the GPU sits idle for these layers and speed is set by "
+                "CPU memory bandwidth and cores.")
+    if ck in ("BF16", "FP16"):
+        return f"{head} run{'s' if lead else ''} unquantized on {mma}; decode reads 2 bytes per weight."
+    weight_only = act in ("bf16", "fp16", "fp32")
+    asked_for_quant_acts = "A16" not in ck
+    if d.dequant == "memory":
+        how = f"{fmt} weights are expanded to {actw} in memory and multiplied on {mma}"
+    else:
+        how = f"{fmt} weights are unpacked in registers and multiplied on {mma}"
+    if weight_only and asked_for_quant_acts:
+        native = _ACT_WORDS.get(_declared_act(ck), "low-precision")
+        return (f"{head} runs weight-only: {how}. Decode speed is set by memory bandwidth, as with "
+                f"{_bits_like(ck)}; prefill runs at {actw} tensor-core speed, not {native}.")
+    if weight_only:
+        return (f"{head} runs as intended, weight-only: {how}. Decode is bandwidth-bound and gains from "
+                f"the smaller weights; prefill runs at {actw} tensor-core speed.")
+    ceiling = _CEILING.get(act, "")
+    gain = f" ({ceiling} the BF16 dense peak)" if ceiling else ""
+    return (f"{head} runs natively: {fmt} weights and {actw} activations meet on {mma}. Prefill and large "
+            f"batches get the {actw} compute ceiling{gain}; small-batch decode stays bandwidth-bound.")
+
+
+def _declared_act(ck: str) -> str:
+    if ck.startswith("W4A4-NVFP4"):
+        return "nvfp4"
+    if ck.startswith("W4A4-MXFP4"):
+        return "mxfp4"
+    if "A8" in ck and "INT8" in ck:
+        return "int8"
+    if "A8" in ck:
+        return "fp8_e4m3"
+    return "bf16"
+
+
+def _class_words(d: LayerDecision) -> str:
+    if d.layer_class == "dense_linear":
+        return "dense layers (" + ", ".join(d.roles) + ")" if d.roles else "dense layers"
+    return {"moe_experts": "MoE experts", "lm_head_embed": "lm_head/embeddings",
+            "attention_kv": "attention"}.get(d.layer_class, d.layer_class)
+
+
+def summarize(exp: Explanation, ck: CheckpointInfo, gpu: GpuSpec, engine_name: str) -> str:
+    parts: list[str] = []
+    failing = [d for d in exp.decisions if not d.runs]
+    primary = _primary(exp)
+    if failing:
+        f = failing[0]
+        what = f"the {_class_words(f)} ({f.checkpoint_scheme})"
+        if f.error and f.error.startswith("no rule:"):
+            parts.append(f"On your {gpu.name} the advisor cannot say how {engine_name} runs {what}: {f.error}.")
+        else:
+            parts.append(f"On your {gpu.name}, {engine_name} cannot run this {scheme_words(ck.label)} checkpoint "
+                         f"as configured: {what} fail{'s' if f.layer_class != 'moe_experts' else ''} "
+                         f"with \u201c{f.error}\u201d.")
+            remedy = next((r.split("Remedy: ", 1)[1] for r in f.reasons if "Remedy: " in r), None)
+            if remedy:
+                parts.append(f"Remedy: {remedy}")
+    if primary is not None and primary.runs:
+        parts.append(_sentence_for(primary, gpu, lead=not failing))
+        for d in exp.decisions:
+            if d is primary or not d.runs or d.layer_class not in ("dense_linear", "moe_experts"):
+                continue
+            if d.checkpoint_scheme != primary.checkpoint_scheme or d.effective_scheme != primary.effective_scheme:
+                parts.append(_sentence_for(d, gpu, lead=False))
+    kv = next((d for d in exp.decisions if d.layer_class == "attention_kv"), None)
+    if kv is not None and kv.runs:
+        parts.append(f"Attention runs on {kv.kernel} with a {kv.kv_cache_dtype} KV cache.")
+    nwarn = sum(len(d.warnings) for d in exp.decisions)
+    if nwarn:
+        parts.append(f"{engine_name} prints {nwarn} warning{'s' if nwarn > 1 else ''} for this combination; "
+                     "what each really means is listed below.")
+    if len(ck.scheme_shares) > 1:
+        shares = ", ".join(f"{s} {v:.0%}" for s, v in sorted(ck.scheme_shares.items(), key=lambda kv: -kv[1]))
+        parts.append(f"Mixed checkpoint ({shares} of quantized bytes): its speed is bounded by the slowest path.")
+    return " ".join(parts)

@@ -1,0 +1,70 @@
+"""Launch candidates per (M, K, N) for the weight-only kernels (pure; the runner times each and
+keeps the fastest, a small autotune).
+
+Rules of thumb from ../shared/research/triton-kernels.md: keep <= 32 dequantized weight
+elements per thread in the GEMV (more spills), get bytes in flight from more programs
+(split-K to ~4-16 programs per SM) rather than bigger tiles; GEMM tiles with BM >= 64 issue
+wgmma on Hopper; BK = 64 at 128x128 tiles (BK = 128 spills).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GEMV_MAX_M = 8          # one activation row per program: beyond this the weight re-reads dominate
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: str                                   # gemv | gemm
+    params: dict = field(default_factory=dict)  # kernels.weight_only GemvConfig / GemmConfig fields
+
+    @property
+    def text(self) -> str:
+        p = self.params
+        if self.path == "gemv":
+            tile = f"{p['block_n']}x{p['block_k']}"
+        else:
+            tile = f"{p['block_m']}x{p['block_n']}x{p['block_k']}" + (" swapAB" if p.get("swap_ab") else "")
+        return f"{self.path} {tile} sk{p['split_k']} w{p['num_warps']}"
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def split_k_for(tiles: int, k: int, block_k: int, sm_count: int, per_sm: int) -> int:
+    """Split K until about `per_sm` programs per SM run, keeping >= 2 K blocks per split."""
+    k_blocks = _cdiv(k, block_k)
+    want = _cdiv(sm_count * per_sm, max(tiles, 1))
+    return max(1, min(want, k_blocks // 2 or 1))
+
+
+def candidates(m: int, k: int, n: int, sm_count: int, group: int = 128) -> tuple[Candidate, ...]:
+    """Candidates for C[M, N] = A[M, K] @ W[N, K]^T; every BK divides or is divided by `group`."""
+    out: list[Candidate] = []
+    if m <= GEMV_MAX_M:
+        for bn, bk, warps, per_sm in ((64, 64, 4, 8), (32, 128, 4, 8), (128, 64, 8, 4), (64, 64, 4, 24)):
+            tiles = _cdiv(n, bn) * m
+            sk = split_k_for(tiles, k, bk, sm_count, per_sm)
+            out.append(Candidate("gemv", dict(block_n=bn, block_k=bk, split_k=sk, num_warps=warps, num_stages=2)))
+    if m <= 64:
+        bm = 16 if m <= 16 else (32 if m <= 32 else 64)
+        tiles = _cdiv(m, bm) * _cdiv(n, 64)
+        sk = split_k_for(tiles, k, 128, sm_count, 4)
+        for swap in (False, True):
+            out.append(Candidate("gemm", dict(block_m=bm, block_n=64, block_k=128, split_k=sk, group_m=8,
+                                              swap_ab=swap, num_warps=4, num_stages=3)))
+    else:
+        for bm, bn, bk, warps, stages, swap in ((128, 128, 64, 8, 3, False), (128, 128, 64, 8, 3, True),
+                                                (64, 128, 64, 8, 3, False)):
+            tiles = _cdiv(m, bm) * _cdiv(n, bn)
+            sk = split_k_for(tiles, k, bk, sm_count, 1) if tiles < sm_count else 1
+            out.append(Candidate("gemm", dict(block_m=bm, block_n=bn, block_k=bk, split_k=sk, group_m=8,
+                                              swap_ab=swap, num_warps=warps, num_stages=stages)))
+    return tuple(c for c in out if _fits_group(c, group))
+
+
+def _fits_group(c: Candidate, group: int) -> bool:
+    bk = c.params["block_k"]
+    return bk % group == 0 or group % bk == 0

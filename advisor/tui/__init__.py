@@ -1,0 +1,18 @@
+"""The Textual TUI: a thin view over the core (advisor.analysis & friends).
+
+``create_app`` is the one factory used by the CLI and the tests.
+"""
+
+from __future__ import annotations
+
+
+def create_app(**kwargs):
+    from advisor.tui.app import AdvisorApp, make_app
+
+    return make_app(**kwargs)
+
+
+def run_app(**kwargs) -> int:
+    app = create_app(**kwargs)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,439 @@
+"""AdvisorApp: tabs over the chain (hardware -> checkpoint -> explain -> cost -> launch/bench).
+
+The app holds UI state only; every answer comes from the core (advisor.analysis, advisor.views,
+launchers). Slow work runs in thread workers and comes back through ``call_from_thread``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import (
+    Button,
+    Footer,
+    Header,
+    Input,
+    Label,
+    OptionList,
+    RichLog,
+    Select,
+    Static,
+    TabbedContent,
+    TabPane,
+    TextArea,
+)
+from textual.widgets.option_list import Option
+
+from advisor import views
+from advisor.analysis import Analysis, Selection, analyze
+from advisor.doc import Doc, Paragraph
+from advisor.errors import AdvisorError
+from advisor.tui.commands import AdvisorCommands
+from advisor.tui.docview import DocView
+from advisor.user_state import UserState, load_state, save_state
+
+TABS = ("hardware", "checkpoint", "explain", "cost", "launch", "bench", "microbench", "export")
+ENGINES = ("vllm", "sglang", "fastllm")
+
+
+class AdvisorApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "nvfp4-advisor"
+    COMMANDS = App.COMMANDS | {AdvisorCommands}
+    BINDINGS = [
+        Binding("f2", "show_tab('hardware')", "GPU"),
+        Binding("f3", "show_tab('checkpoint')", "Ckpt"),
+        Binding("f4", "show_tab('explain')", "Explain"),
+        Binding("f5", "show_tab('cost')", "Cost"),
+        Binding("f6", "show_tab('launch')", "Launch"),
+        Binding("f7", "show_tab('bench')", "Bench", show=False),
+        Binding("f8", "show_tab('microbench')", "µbench", show=False),
+        Binding("f9", "show_tab('export')", "Export"),
+        Binding("ctrl+t", "toggle_theme", "Theme", show=False),
+        Binding("ctrl+q", "quit", "Quit"),
+    ]
+
+    def __init__(self, *, state: UserState, state_file: Path | None, probe: Callable[[], Any],
+                 gpu_choices: tuple[tuple[str, str], ...], demos: tuple[str, ...],
+                 workloads: tuple[str, ...]):
+        super().__init__()
+        self.state = state
+        self.state_file = state_file
+        self._probe_fn = probe
+        self.gpu_choices = gpu_choices
+        self.demos = demos
+        self.workloads = workloads or ("interactive",)
+        self.probe_result: Any = None
+        self.analysis: Analysis | None = None
+        self.supervisor: Any = None
+        self.last_report: Path | None = None
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        st = self.state
+        yield Header()
+        with TabbedContent(initial="hardware", id="tabs"):
+            with TabPane("GPU", id="hardware"):
+                with Horizontal(classes="toolbar"):
+                    yield Select(self.gpu_choices, prompt="GPU", value=self._initial_gpu(),
+                                 allow_blank=False, id="gpu-select")
+                    yield Input(str(st.gpus), id="gpu-count", type="integer", tooltip="GPUs (tensor parallel)")
+                yield DocView(id="hardware-view", placeholder="Probing GPUs…")
+            with TabPane("Checkpoint", id="checkpoint"):
+                with Horizontal(classes="toolbar"):
+                    yield Input(st.checkpoint or "", placeholder="folder, file.safetensors, org/name or demo:NAME",
+                                id="checkpoint-input")
+                    yield Button("Load", id="checkpoint-load", variant="primary")
+                yield OptionList(*self._source_options(), id="demo-list")
+                yield DocView(id="checkpoint-view", placeholder="Pick a demo or enter a checkpoint.")
+            with TabPane("Explain", id="explain"):
+                with Horizontal(classes="toolbar"):
+                    yield Select([(e, e) for e in ENGINES], value=st.engine if st.engine in ENGINES else "vllm",
+                                 allow_blank=False, id="engine-select")
+                yield DocView(id="explain-view", placeholder="Load a checkpoint first.")
+            with TabPane("Cost", id="cost"):
+                with Horizontal(classes="toolbar"):
+                    yield Select([(w, w) for w in self.workloads],
+                                 value=st.workload if st.workload in self.workloads else self.workloads[0],
+                                 allow_blank=False, id="workload-select")
+                yield DocView(id="cost-view", placeholder="Load a checkpoint first.")
+            with TabPane("Launch", id="launch"):
+                yield TextArea("", id="launch-command", language=None)
+                with Horizontal(classes="toolbar"):
+                    yield Button("Launch", id="launch-start", variant="success")
+                    yield Button("Stop", id="launch-stop", variant="error", disabled=True)
+                    yield Button("Save profile", id="launch-save")
+                    yield Label("", id="launch-state")
+                yield Static("", id="kernel-check")
+                yield RichLog(id="launch-log", highlight=True, markup=False, max_lines=5000)
+            with TabPane("Bench", id="bench"):
+                with Horizontal(classes="toolbar"):
+                    yield Input("", placeholder="server URL (default: the launched server)", id="bench-url")
+                    yield Button("Run", id="bench-run", variant="primary")
+                yield DocView(id="bench-view", placeholder="Launch a server (F6) or enter a URL, then Run.")
+            with TabPane("µbench", id="microbench"):
+                with Horizontal(classes="toolbar"):
+                    yield Button("Run microbenchmarks", id="microbench-run", variant="primary")
+                yield DocView(id="microbench-view", placeholder="Measures this card with our Triton kernels.")
+            with TabPane("Export", id="export"):
+                with Horizontal(classes="toolbar"):
+                    yield Select([("Markdown", "md"), ("JSON", "json"), ("HTML", "html")], value="md",
+                                 allow_blank=False, id="export-format")
+                    yield Input("nvfp4-report.md", id="export-path")
+                    yield Button("Export", id="export-run", variant="primary")
+                yield DocView(id="export-view", placeholder="Export the current analysis as a report.")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme = self.state.theme if self.state.theme in self.available_themes else "textual-dark"
+        self.run_probe()
+        if self.state.checkpoint:
+            self.start_analysis()
+
+    # ------------------------------------------------------------------ state
+    def _initial_gpu(self) -> str:
+        ids = [v for _, v in self.gpu_choices]
+        if self.state.gpu_id in ids:
+            return self.state.gpu_id
+        return "rtx-3090" if "rtx-3090" in ids else ids[0]
+
+    def _source_options(self) -> list[Option]:
+        opts = [Option(f"demo: {d}", id=f"demo:{d}") for d in self.demos]
+        opts += [Option(f"recent: {r}", id=f"recent:{r}") for r in self.state.recent if not r.startswith("demo:")]
+        return opts
+
+    def selection(self) -> Selection | None:
+        if not self.state.checkpoint or not self.state.gpu_id:
+            return None
+        return Selection(checkpoint=self.state.checkpoint, gpu_id=self.state.gpu_id, gpus=self.state.gpus,
+                         engine=self.state.engine, workload=self.state.workload)
+
+    def update_state(self, **changes: Any) -> None:
+        self.state = dataclasses.replace(self.state, **changes)
+        try:
+            save_state(self.state, self.state_file)
+        except OSError as err:
+            self.notify(f"could not save state: {err}", severity="warning")
+
+    def set_status(self, text: str) -> None:
+        self.query_one("#status", Static).update(text)
+
+    # ------------------------------------------------------------------ actions
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = tab
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+        self.update_state(theme=self.theme)
+
+    def action_load_checkpoint(self, source: str) -> None:
+        self.query_one("#checkpoint-input", Input).value = source
+        self.update_state(**dataclasses.asdict(self.state.with_recent(source)))
+        self.start_analysis()
+        self.action_show_tab("checkpoint")
+
+    def action_export(self, fmt: str) -> None:
+        self.query_one("#export-format", Select).value = fmt
+        self.action_show_tab("export")
+        self.export_report()
+
+    # ------------------------------------------------------------------ events
+    @on(Select.Changed, "#gpu-select")
+    def _gpu_changed(self, event: Select.Changed) -> None:
+        if event.value != self.state.gpu_id and isinstance(event.value, str):
+            self.update_state(gpu_id=event.value)
+            self.start_analysis()
+            self.show_hardware()
+
+    @on(Input.Submitted, "#gpu-count")
+    @on(Input.Blurred, "#gpu-count")
+    def _count_changed(self, event) -> None:
+        try:
+            n = max(1, min(64, int(event.input.value or 1)))
+        except ValueError:
+            n = 1
+        if n != self.state.gpus:
+            self.update_state(gpus=n)
+            self.start_analysis()
+            self.show_hardware()
+
+    @on(Select.Changed, "#engine-select")
+    def _engine_changed(self, event: Select.Changed) -> None:
+        if event.value != self.state.engine and isinstance(event.value, str):
+            self.update_state(engine=event.value)
+            self.start_analysis()
+
+    @on(Select.Changed, "#workload-select")
+    def _workload_changed(self, event: Select.Changed) -> None:
+        if event.value != self.state.workload and isinstance(event.value, str):
+            self.update_state(workload=event.value)
+            self.start_analysis()
+
+    @on(Input.Submitted, "#checkpoint-input")
+    @on(Button.Pressed, "#checkpoint-load")
+    def _checkpoint_entered(self, event) -> None:
+        source = self.query_one("#checkpoint-input", Input).value.strip()
+        if not source:
+            self.notify("enter a folder, a .safetensors file, a hub id or demo:NAME", severity="warning")
+            return
+        self.action_load_checkpoint(source)
+
+    @on(OptionList.OptionSelected, "#demo-list")
+    def _demo_picked(self, event: OptionList.OptionSelected) -> None:
+        oid = event.option.id or ""
+        self.action_load_checkpoint(oid.split(":", 1)[1] if oid.startswith("recent:") else oid)
+
+    @on(Select.Changed, "#export-format")
+    def _format_changed(self, event: Select.Changed) -> None:
+        path = self.query_one("#export-path", Input)
+        stem = path.value.rsplit(".", 1)[0] if "." in path.value else path.value
+        path.value = f"{stem or 'nvfp4-report'}.{event.value}"
+
+    @on(Button.Pressed, "#export-run")
+    def _export_pressed(self) -> None:
+        self.export_report()
+
+    @on(Button.Pressed, "#launch-start")
+    def _launch_pressed(self) -> None:
+        self.launch_server()
+
+    @on(Button.Pressed, "#launch-stop")
+    def _stop_pressed(self) -> None:
+        self.stop_server()
+
+    @on(Button.Pressed, "#launch-save")
+    def _save_pressed(self) -> None:
+        self.save_launch_profile()
+
+    @on(Button.Pressed, "#bench-run")
+    def _bench_pressed(self) -> None:
+        self.run_bench()
+
+    @on(Button.Pressed, "#microbench-run")
+    def _microbench_pressed(self) -> None:
+        self.run_microbench()
+
+    # ------------------------------------------------------------------ probe
+    @work(thread=True, exclusive=True, group="probe")
+    def run_probe(self) -> None:
+        try:
+            result = self._probe_fn()
+        except Exception as err:  # the probe must never take the app down
+            result = None
+            self.call_from_thread(self.notify, f"probe failed: {err}", severity="error")
+        self.call_from_thread(self._probe_done, result)
+
+    def _probe_done(self, result: Any) -> None:
+        self.probe_result = result
+        self.show_hardware()
+
+    def show_hardware(self) -> None:
+        doc = views.hardware_doc(self.probe_result, self.state.gpu_id, self.state.gpus)
+        self.query_one("#hardware-view", DocView).show(doc)
+
+    # ------------------------------------------------------------------ analysis
+    def start_analysis(self) -> None:
+        sel = self.selection()
+        if sel is None:
+            return
+        self.set_status(f"analysing {sel.checkpoint} on {sel.gpus}× {sel.gpu_id} with {sel.engine}…")
+        self.run_analysis(sel)
+
+    @work(thread=True, exclusive=True, group="analysis")
+    def run_analysis(self, sel: Selection) -> None:
+        result = analyze(sel)
+        self.call_from_thread(self._analysis_done, result)
+
+    def _analysis_done(self, result: Analysis) -> None:
+        self.analysis = result
+        for stage, err in result.errors.items():
+            self.notify(err, title=f"{stage} failed", severity="error", timeout=8)
+        self.query_one("#checkpoint-view", DocView).show(views.checkpoint_doc(result))
+        self.query_one("#explain-view", DocView).show(views.explain_doc(result))
+        self.query_one("#cost-view", DocView).show(views.cost_doc(result))
+        self.query_one("#launch-command", TextArea).text = views.launch_command_line(result)
+        sel = result.selection
+        state = "ok" if result.ok else "with errors"
+        self.set_status(f"{sel.checkpoint} · {sel.gpus}× {sel.gpu_id} · {sel.engine} · {sel.workload} — {state}")
+
+    # ------------------------------------------------------------------ export
+    @work(thread=True, exclusive=True, group="export")
+    def export_report(self) -> None:
+        fmt = self.query_one("#export-format", Select).value
+        path = Path(self.query_one("#export-path", Input).value).expanduser()
+        try:
+            written = views.export_report(self.analysis, self.probe_result, str(fmt), path)
+        except AdvisorError as err:
+            self.call_from_thread(self.notify, str(err), severity="error")
+            return
+        self.last_report = written
+        doc = Doc((Paragraph(f"Report written to {written}", "good"),))
+        self.call_from_thread(self.query_one("#export-view", DocView).show, doc)
+        self.call_from_thread(self.notify, f"report written: {written}")
+
+    # ------------------------------------------------------------------ launch
+    def launch_server(self) -> None:
+        if self.supervisor is not None:
+            self.notify("a server is already running; stop it first", severity="warning")
+            return
+        line = self.query_one("#launch-command", TextArea).text.strip()
+        if not line:
+            self.notify("no command to launch: load a checkpoint first", severity="warning")
+            return
+        self.query_one("#launch-log", RichLog).clear()
+        self.query_one("#launch-start", Button).disabled = True
+        self.query_one("#launch-stop", Button).disabled = False
+        self.run_server(line)
+
+    @work(thread=True, exclusive=True, group="launch")
+    def run_server(self, line: str) -> None:
+        log = self.query_one("#launch-log", RichLog)
+        state = self.query_one("#launch-state", Label)
+        try:
+            sup = views.start_server(line, self.analysis,
+                                     on_line=lambda s: self.call_from_thread(log.write, s))
+        except AdvisorError as err:
+            self.call_from_thread(self.notify, str(err), severity="error")
+            self.call_from_thread(self._server_gone)
+            return
+        self.supervisor = sup
+        self.call_from_thread(state.update, "starting…")
+        ready = views.wait_ready(sup, on_progress=lambda s: self.call_from_thread(state.update, s))
+        self.call_from_thread(state.update, ready.summary)
+        self.call_from_thread(self.query_one("#kernel-check", Static).update, views.kernel_check_text(sup, self.analysis))
+        if not ready.ok:
+            self.call_from_thread(self.notify, ready.summary, severity="error", timeout=10)
+            views.stop_server(sup)
+            self.call_from_thread(self._server_gone)
+
+    def stop_server(self) -> None:
+        sup = self.supervisor
+        if sup is None:
+            return
+        self.query_one("#launch-state", Label).update("stopping…")
+        self._stop_worker(sup)
+
+    @work(thread=True, group="stop")
+    def _stop_worker(self, sup: Any) -> None:
+        views.stop_server(sup)
+        self.call_from_thread(self._server_gone)
+
+    def _server_gone(self) -> None:
+        self.supervisor = None
+        self.query_one("#launch-start", Button).disabled = False
+        self.query_one("#launch-stop", Button).disabled = True
+        self.query_one("#launch-state", Label).update("stopped")
+
+    def save_launch_profile(self) -> None:
+        line = self.query_one("#launch-command", TextArea).text.strip()
+        try:
+            path = views.save_profile(line, self.analysis)
+        except AdvisorError as err:
+            self.notify(str(err), severity="error")
+            return
+        self.notify(f"profile saved: {path}")
+
+    # ------------------------------------------------------------------ bench
+    @work(thread=True, exclusive=True, group="bench")
+    def run_bench(self) -> None:
+        view = self.query_one("#bench-view", DocView)
+        url = self.query_one("#bench-url", Input).value.strip() or views.server_url(self.supervisor)
+        if not url:
+            self.call_from_thread(self.notify, "launch a server or enter its URL first", severity="warning")
+            return
+        self.call_from_thread(view.message, f"benchmarking {url}…")
+        try:
+            doc = views.bench_doc(url, self.analysis,
+                                  on_progress=lambda s: self.call_from_thread(self.set_status, s))
+        except AdvisorError as err:
+            self.call_from_thread(self.notify, str(err), severity="error")
+            self.call_from_thread(view.message, str(err), "bad")
+            return
+        self.call_from_thread(view.show, doc)
+
+    # ------------------------------------------------------------------ microbench
+    @work(thread=True, exclusive=True, group="microbench")
+    def run_microbench(self) -> None:
+        view = self.query_one("#microbench-view", DocView)
+        self.call_from_thread(view.message, "running microbenchmarks…")
+        doc = views.microbench_doc(self.analysis,
+                                   on_progress=lambda s: self.call_from_thread(self.set_status, s))
+        self.call_from_thread(view.show, doc)
+
+    def on_unmount(self) -> None:
+        if self.supervisor is not None:
+            views.stop_server(self.supervisor)
+
+
+def make_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None = None,
+             checkpoint: str | None = None, gpu: str | None = None, gpus: int | None = None,
+             engine: str | None = None) -> AdvisorApp:
+    """The one factory (CLI and tests): reads remembered state, applies explicit choices."""
+    from advisor.user_state import state_path
+
+    state_file = state_file or state_path()
+    state = load_state(state_file)
+    probe_fn = probe or views.default_probe
+    gpu_choices = views.gpu_choices()
+    if gpu:
+        state = dataclasses.replace(state, gpu_id=gpu)
+    elif state.gpu_id is None:
+        state = dataclasses.replace(state, gpu_id=views.default_gpu_id(gpu_choices))
+    if gpus:
+        state = dataclasses.replace(state, gpus=gpus)
+    if engine:
+        state = dataclasses.replace(state, engine=engine)
+    demos = views.demo_names()
+    if checkpoint:
+        state = state.with_recent(checkpoint)
+    elif not state.checkpoint and demos:
+        state = dataclasses.replace(state, checkpoint=f"demo:{demos[0]}")
+    return AdvisorApp(state=state, state_file=state_file, probe=probe_fn, gpu_choices=gpu_choices,
+                      demos=demos, workloads=views.workload_names())

@@ -1,0 +1,41 @@
+"""Command palette: every action of the app, searchable (Ctrl+P)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+
+class AdvisorCommands(Provider):
+    def _commands(self):
+        app = self.app
+        tabs = [("Show GPU / hardware", "hardware"), ("Show checkpoint", "checkpoint"),
+                ("Show kernel path (explain)", "explain"), ("Show cost and tuning", "cost"),
+                ("Show launch", "launch"), ("Show benchmark", "bench"),
+                ("Show microbenchmarks", "microbench"), ("Show export", "export")]
+        for title, tab in tabs:
+            yield title, partial(app.action_show_tab, tab), f"switch to the {tab} tab"
+        for demo in getattr(app, "demos", ()):
+            yield f"Load demo {demo}", partial(app.action_load_checkpoint, f"demo:{demo}"), "bundled demo checkpoint"
+        for engine in ("vllm", "sglang", "fastllm"):
+            yield f"Engine: {engine}", partial(app.query_one("#engine-select").__setattr__, "value", engine), "explain/plan for this engine"
+        yield "Launch server", app.launch_server, "start the generated serve command"
+        yield "Stop server", app.stop_server, "stop the launched server (whole process group)"
+        yield "Run benchmark", app.run_bench, "benchmark the running server against the plan"
+        yield "Run microbenchmarks", app.run_microbench, "measure this GPU with the bundled Triton kernels"
+        for fmt in ("md", "json", "html"):
+            yield f"Export report as {fmt}", partial(app.action_export, fmt), "write a compatibility report"
+        yield "Re-probe GPUs", app.run_probe, "query NVML again"
+        yield "Toggle dark/light theme", app.action_toggle_theme, "switch theme (remembered)"
+
+    async def discover(self) -> Hits:
+        for title, callback, help_text in self._commands():
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, callback, help_text in self._commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)

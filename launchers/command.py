@@ -1,0 +1,85 @@
+"""A generated launch: argv, environment, files to write, cluster steps, and how to show it.
+
+The display line is shlex-quoted so it can be pasted into a shell, with every secret replaced.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from launchers.settings import REDACTED, ServeSettings
+
+
+@dataclass(frozen=True)
+class GeneratedFile:
+    path: str                    # where the command expects it (relative to the launch directory)
+    content: str
+    purpose: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """A command run on another node (or before the server), e.g. `ray start --head`."""
+
+    where: str                   # "head" | "each worker node"
+    argv: tuple[str, ...]
+    purpose: str
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    settings: ServeSettings
+    version: str | None          # the flag set used
+    version_note: str | None
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    files: tuple[GeneratedFile, ...] = ()
+    steps: tuple[Step, ...] = ()
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def engine(self) -> str:
+        return self.settings.engine
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return self.settings.secrets()
+
+    def display(self) -> str:
+        """One copyable shell line, secrets redacted."""
+        return display_line(self.argv, self.env, self.secrets)
+
+    def display_steps(self) -> tuple[str, ...]:
+        return tuple(display_line(s.argv, (), self.secrets) for s in self.steps)
+
+    def to_json(self) -> dict:
+        from launchers.redact import redact_text
+
+        sec = self.secrets
+        return {
+            "engine": self.engine,
+            "version": self.version,
+            "version_note": self.version_note,
+            "argv": [redact_text(a, sec) for a in self.argv],
+            "env": {k: redact_text(v, sec) for k, v in self.env},
+            "command_line": self.display(),
+            "files": [{"path": f.path, "purpose": f.purpose, "content": redact_text(f.content, sec)} for f in self.files],
+            "steps": [{"where": s.where, "purpose": s.purpose, "command_line": line}
+                      for s, line in zip(self.steps, self.display_steps())],
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "base_url": self.settings.base_url,
+        }
+
+
+def display_line(argv, env=(), secrets=()) -> str:
+    from launchers.redact import redact_text
+
+    parts = [f"{k}={shlex.quote(redact_text(v, secrets))}" for k, v in env]
+    parts += [shlex.quote(redact_text(a, secrets)) for a in argv]
+    return " ".join(parts)
+
+
+__all__ = ["GeneratedFile", "LaunchCommand", "REDACTED", "Step", "display_line"]

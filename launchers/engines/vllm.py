@@ -1,0 +1,83 @@
+"""vLLM `vllm serve` (flags of 0.33.0: vllm-kernel-selection.md §4-5, engines-launch.md §3)."""
+
+from __future__ import annotations
+
+import json
+
+from launchers.cluster import ray_steps
+from launchers.command import LaunchCommand
+from launchers.engines._common import map_value, need_draft, visible_devices
+from launchers.versions import Gate, check_removed, require
+
+KV = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
+      "nvfp4": "nvfp4", "q8_0": None, "q4_0": None}
+SPEC = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark",
+        "ngram": "ngram", "draft_model": "draft_model"}
+NEEDS_DRAFT = {"eagle", "eagle3", "dflash", "dspark", "draft_model"}
+
+G_LINEAR = Gate("--linear-backend", since="0.33.0", source="vllm/engine/arg_utils.py:1845@0.33.0",
+                hint="older versions choose linear kernels without this flag")
+G_MOE = Gate("--moe-backend", since="0.33.0", source="vllm/engine/arg_utils.py:1848@0.33.0",
+             hint="older versions used VLLM_USE_FLASHINFER_MOE_* environment variables")
+G_NVFP4_KV = Gate("--kv-cache-dtype nvfp4", since="0.33.0", source="vllm/config/cache.py:44-67@0.33.0",
+                  hint="use --kv-cache-dtype fp8")
+REMOVED = (Gate("--calculate-kv-scales", until="0.33.0", source="PR vllm#49389",
+                hint="FP8 KV scales now come from the checkpoint or default to 1.0"),)
+
+
+def build(s, version, note) -> LaunchCommand:
+    argv = ["vllm", "serve", s.model, "--host", s.host, "--port", str(s.port)]
+    notes, warnings = [], []
+    if s.served_model_name:
+        argv += ["--served-model-name", s.served_model_name]
+    argv += ["--tensor-parallel-size", str(s.tp)]
+    if s.pp > 1:
+        argv += ["--pipeline-parallel-size", str(s.pp)]
+    if s.max_batch is not None:
+        argv += ["--max-num-seqs", str(s.max_batch)]
+    batched = s.max_batched_tokens or (s.chunked_prefill or None)
+    if batched:
+        argv += ["--max-num-batched-tokens", str(batched)]
+    if s.chunked_prefill == 0:
+        notes.append("vLLM always chunks long prefills; the chunk budget is --max-num-batched-tokens")
+    if s.memory_share is not None:
+        argv += ["--gpu-memory-utilization", f"{s.memory_share:g}"]
+    if s.max_model_len is not None:
+        argv += ["--max-model-len", str(s.max_model_len)]
+    kv = map_value("vllm", "--kv-cache-dtype", s.kv_cache_dtype, KV)
+    if kv == "nvfp4":
+        require("vllm", version, G_NVFP4_KV)
+    argv += ["--kv-cache-dtype", kv]
+    if s.speculative:
+        cfg = {"method": SPEC[s.speculative.method], "num_speculative_tokens": s.speculative.draft_tokens}
+        if s.speculative.method in NEEDS_DRAFT:
+            cfg["model"] = need_draft("vllm", s.speculative)
+        elif s.speculative.draft_model:
+            cfg["model"] = s.speculative.draft_model
+        argv += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
+    if s.linear_backend:
+        require("vllm", version, G_LINEAR)
+        argv += ["--linear-backend", s.linear_backend]
+    if s.moe_backend:
+        require("vllm", version, G_MOE)
+        argv += ["--moe-backend", s.moe_backend]
+    if s.prefix_caching is True:
+        argv += ["--enable-prefix-caching"]
+    elif s.prefix_caching is False:
+        argv += ["--no-enable-prefix-caching"]
+    if not s.cuda_graphs:
+        argv += ["--enforce-eager"]
+        notes.append("--enforce-eager turns off CUDA graphs and torch.compile (vllm/config/model.py:276-283@0.33.0)")
+    steps = ()
+    if s.nodes > 1:
+        argv += ["--distributed-executor-backend", "ray"]
+        steps = ray_steps(s)
+        notes.append(f"run the server on the Ray head; TP {s.tp} x PP {s.pp} spans {s.nodes} nodes")
+    if s.api_key:
+        argv += ["--api-key", s.api_key]
+        notes.append("vLLM's --api-key guards /v1 routes only; /health and /metrics stay open")
+    check_removed("vllm", version, s.extra_args, REMOVED)
+    argv += list(s.extra_args)
+    env = visible_devices(s) + list(s.extra_env)
+    return LaunchCommand(settings=s, version=version, version_note=note, argv=tuple(argv), env=tuple(env),
+                         steps=steps, warnings=tuple(warnings), notes=tuple(notes))

@@ -1,0 +1,97 @@
+"""What to launch: one frozen, engine-neutral record that every command generator reads.
+
+Built at the edge (CLI flags, a saved profile, or a plan via ``settings_from_plan``). The API key
+is the only secret; it is kept out of ``repr`` and out of saved profiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+ENGINES = ("vllm", "sglang", "fastllm", "llamacpp", "trtllm", "transformers")
+
+# Speculative methods the generators understand (engine-specific spellings are mapped there).
+SPEC_METHODS = ("mtp", "eagle", "eagle3", "dflash", "dspark", "ngram", "draft_model")
+
+# Engine-neutral KV cache dtypes accepted by ServeSettings.kv_cache_dtype.
+KV_DTYPES = ("auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "nvfp4", "q8_0", "q4_0")
+
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class Speculative:
+    method: str                      # one of SPEC_METHODS
+    draft_tokens: int                # tokens drafted per step, NOT counting the anchor token
+    draft_model: str | None = None   # path of the draft checkpoint (None for mtp heads / ngram)
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    engine: str                                  # one of ENGINES
+    model: str                                   # checkpoint directory (or GGUF file for llama.cpp)
+    version: str | None = None                   # engine version to target; None = detect / reference
+    host: str = "127.0.0.1"
+    port: int = 8000
+    served_model_name: str | None = None
+    tp: int = 1
+    pp: int = 1
+    nodes: int = 1
+    head_address: str | None = None              # multi-node: IP of the Ray head node
+    kv_cache_dtype: str = "auto"                 # one of KV_DTYPES
+    max_batch: int | None = None                 # concurrent sequences
+    max_model_len: int | None = None
+    max_batched_tokens: int | None = None
+    memory_share: float | None = None            # fraction of GPU memory the engine may take
+    chunked_prefill: int | None = None           # chunk size in tokens; 0 = disabled; None = engine default
+    speculative: Speculative | None = None
+    linear_backend: str | None = None            # vLLM --linear-backend / SGLang --fp4-gemm-backend
+    moe_backend: str | None = None               # vLLM --moe-backend / SGLang --moe-runner-backend
+    api_key: str | None = field(default=None, repr=False)
+    cuda_graphs: bool = True
+    prefix_caching: bool | None = None           # None = engine default
+    cuda_devices: tuple[int, ...] = ()           # CUDA_VISIBLE_DEVICES; () = leave as is
+    device: str | None = None                    # transformers serve: "cpu" / "cuda"
+    weight_dtype: str | None = None              # engine --dtype override (FastLLM: fp8, int4g128, ...)
+    checkpoint_scheme: str | None = None         # e.g. BF16, W4A4-NVFP4: drives warnings only
+    extra_args: tuple[str, ...] = ()
+    extra_env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def model_id(self) -> str:
+        return self.served_model_name or self.model
+
+    def secrets(self) -> tuple[str, ...]:
+        return (self.api_key,) if self.api_key else ()
+
+    def redacted(self) -> "ServeSettings":
+        return replace(self, api_key=REDACTED) if self.api_key else self
+
+
+def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSettings:
+    """Map a ``advisor.cost.plan.Plan`` recommendation onto ServeSettings (duck-typed, read-only)."""
+    rec = getattr(plan, "recommendation", plan)
+    draft = getattr(rec, "draft_tokens", None)
+    spec = None
+    if draft:
+        method = getattr(rec, "spec_method", None) or getattr(rec, "speculative_method", None) or "mtp"
+        spec = Speculative(method=method, draft_tokens=int(draft), draft_model=getattr(rec, "draft_model", None))
+    chunked = getattr(rec, "chunked_prefill", None)
+    if isinstance(chunked, bool):
+        chunked = None if chunked else 0
+    values = dict(
+        engine=engine, model=model,
+        kv_cache_dtype=getattr(rec, "kv_cache_dtype", None) or "auto",
+        max_batch=getattr(rec, "max_batch", None),
+        memory_share=getattr(rec, "memory_share", None),
+        chunked_prefill=chunked,
+        tp=getattr(rec, "tp", None) or 1,
+        speculative=spec,
+    )
+    values.update(overrides)
+    return ServeSettings(**values)

@@ -1,0 +1,355 @@
+"""Run one engine server: own process group, logs to a file and to the caller, readiness, diagnosis,
+and a stop that escalates SIGINT -> SIGTERM -> SIGKILL over the whole group.
+
+Children die with the advisor: the child sets PR_SET_PDEATHSIG before exec. Linux delivers that
+signal when the *thread* that forked the child exits, so create servers from a long-lived thread
+(the main thread, or the TUI's worker that lives as long as the app). A pidfile per port lets the
+next start find leftovers when even that fails (e.g. grandchildren of a SIGKILLed advisor).
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import ctypes
+import errno
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+from advisor.errors import AdvisorError
+from launchers import pidfile
+from launchers.command import LaunchCommand
+from launchers.readiness import ProbeResult, probe
+from launchers.redact import redact_text
+from launchers.signatures import FATAL, PORT, READY, Finding, diagnose, match_line
+
+PR_SET_PDEATHSIG = 1
+try:  # loaded before any fork: dlopen after fork is not safe
+    _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+except OSError:  # pragma: no cover
+    _LIBC = None
+
+_LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+class ServerFailed(AdvisorError):
+    """The server did not come up (or died); carries the findings and the log tail."""
+
+    def __init__(self, message: str, findings=(), tail=(), exit_code: int | None = None):
+        super().__init__(message)
+        self.findings = tuple(findings)
+        self.tail = tuple(tail)
+        self.server_exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Ready:
+    elapsed_s: float
+    base_url: str
+    probe: ProbeResult
+    findings: tuple[Finding, ...]         # warnings seen before ready (fallbacks etc.)
+
+
+@dataclass(frozen=True)
+class StopResult:
+    signal: str | None                    # the signal that ended the group; None = it had already exited
+    elapsed_s: float
+    exit_code: int | None
+    survivors: tuple[int, ...] = ()       # pids still alive after SIGKILL (should be empty)
+
+
+@dataclass
+class Progress:
+    elapsed_s: float
+    phase: str                            # "starting" | "loading" | "ready"
+    last_line: str
+    probe: str
+    events: list[str] = field(default_factory=list)
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as err:
+            if err.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def resolve_executable(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if not found:
+        raise AdvisorError(f"{name}: not found on PATH (is the engine installed in this environment?)")
+    return found
+
+
+def _child_setup(parent_pid: int) -> None:  # runs in the child between fork and exec
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class Server:
+    """One supervised server. Use as a context manager or call ``stop()``."""
+
+    def __init__(self, cmd: LaunchCommand, *, log_path: Path | str, on_line: Callable[[str], None] | None = None,
+                 records_dir: Path | None = None, work_dir: Path | str | None = None, keep_lines: int = 4000):
+        self.cmd = cmd
+        self.engine = cmd.engine
+        self.log_path = Path(log_path)
+        self.on_line = on_line
+        self.records_dir = records_dir
+        self.work_dir = Path(work_dir) if work_dir else self.log_path.parent
+        self.lines: collections.deque[str] = collections.deque(maxlen=keep_lines)
+        self.findings: list[Finding] = []
+        self.events: list[str] = []           # FastLLM FTLLM_PROGRESS events etc.
+        self.proc: subprocess.Popen | None = None
+        self._reader: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._ready_line: str | None = None
+        self.started_at = 0.0
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> "Server":
+        s = self.cmd.settings
+        if not port_free(s.host, s.port):
+            owners = [r for r in pidfile.leftovers(self.records_dir) if r.port == s.port]
+            if owners:
+                raise ServerFailed(f"port {s.port} is held by a server nvfp4-advisor started earlier "
+                                   f"(pid {owners[0].pid}, {owners[0].engine}); stop it with --stop-leftovers",
+                                   [Finding(PORT, "a leftover server holds the port", "--stop-leftovers", "")])
+            raise ServerFailed(f"port {s.port} on {s.host} is already in use; choose another --port",
+                               [Finding(PORT, "another process holds the port", "choose another --port", "")])
+        argv = list(self.cmd.argv)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        for f in self.cmd.files:
+            target = self.work_dir / f.path
+            target.write_text(f.content)
+            argv = [str(target) if a == f.path else a for a in argv]
+        argv[0] = resolve_executable(argv[0])
+        env = dict(os.environ)
+        env.update(dict(self.cmd.env))
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "a", encoding="utf-8")
+        self._log.write(f"$ {self.cmd.display()}\n")
+        self._log.flush()
+        parent = os.getpid()
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True, preexec_fn=lambda: _child_setup(parent), close_fds=True)
+        _LIVE.add(self)
+        try:
+            started = psutil.Process(self.proc.pid).create_time()
+        except psutil.Error:
+            started = 0.0
+        pidfile.write(pidfile.ServerRecord(
+            pid=self.proc.pid, pgid=self.proc.pid, port=s.port, engine=self.engine, started=started,
+            command_line=self.cmd.display(), log=str(self.log_path)), self.records_dir)
+        self._reader = threading.Thread(target=self._read, name=f"{self.engine}-log", daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        assert self.proc and self.proc.stdout
+        secrets = self.cmd.secrets
+        for raw in iter(self.proc.stdout.readline, b""):
+            text = raw.decode("utf-8", "replace").rstrip("\n")
+            for part in (p for p in text.split("\r") if p.strip()):
+                line = redact_text(part, secrets)
+                with self._lock:
+                    self.lines.append(line)
+                    for f in match_line(self.engine, line):
+                        if f.kind == READY:
+                            self._ready_line = self._ready_line or line
+                        elif not any(x.kind == f.kind and x.cause == f.cause for x in self.findings):
+                            self.findings.append(f)
+                    if line.startswith("FTLLM_PROGRESS "):
+                        self.events.append(line[len("FTLLM_PROGRESS "):])
+                try:
+                    self._log.write(line + "\n")
+                    self._log.flush()
+                except ValueError:
+                    pass
+                if self.on_line:
+                    self.on_line(line)
+        self.proc.stdout.close()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def tail(self, n: int = 30) -> list[str]:
+        with self._lock:
+            return list(self.lines)[-n:]
+
+    def processes(self) -> list[psutil.Process]:
+        """The leader and every descendant still alive."""
+        if not self.proc:
+            return []
+        try:
+            leader = psutil.Process(self.proc.pid)
+            return [leader] + leader.children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def listener_is_ours(self) -> bool | None:
+        """True when a process of this server listens on the port; None when that cannot be read."""
+        port = self.cmd.settings.port
+        unknown = False
+        for p in self.processes():
+            try:
+                for c in p.net_connections(kind="inet"):
+                    if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
+                        return True
+            except psutil.AccessDenied:
+                unknown = True
+            except psutil.Error:
+                continue
+        return None if unknown else False
+
+    # ------------------------------------------------------------------ readiness
+    def wait_ready(self, timeout_s: float = 900.0, *, poll_s: float = 0.5,
+                   on_progress: Callable[[Progress], None] | None = None, fatal_grace_s: float = 5.0) -> Ready:
+        """Block until the engine's endpoints answer (and the listener is ours), or raise ServerFailed."""
+        assert self.proc, "start() first"
+        s = self.cmd.settings
+        deadline = self.started_at + timeout_s
+        fatal_since = None
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                self._drain()
+                raise self._failure(f"{self.engine} exited with status {rc} before it was ready", rc)
+            with self._lock:
+                fatal = [f for f in self.findings if f.fatal]
+            if fatal:
+                fatal_since = fatal_since or time.monotonic()
+                if fatal_since and time.monotonic() - fatal_since > fatal_grace_s:
+                    raise self._failure(f"{self.engine} reported: {fatal[0].cause}", None)
+            result = probe(self.engine, s.base_url, api_key=s.api_key, timeout_s=min(2.0, poll_s * 4))
+            fastllm_ready = self.engine == "fastllm" and any('"startup.ready"' in e for e in self.events)
+            if (result.ok or fastllm_ready) and not fatal and self.listener_is_ours() is not False:
+                with self._lock:
+                    warnings = tuple(f for f in self.findings if not f.fatal)
+                return Ready(time.monotonic() - self.started_at, s.base_url, result, warnings)
+            now = time.monotonic()
+            if on_progress:
+                first = result.statuses[0][1] if result.statuses else "connection refused"
+                phase = "starting" if first == "connection refused" else "loading"
+                tail = self.tail(1)
+                on_progress(Progress(now - self.started_at, phase, tail[0] if tail else "", result.summary,
+                                     list(self.events[-3:])))
+            if now > deadline:
+                raise self._failure(f"{self.engine} was not ready after {timeout_s:.0f} s "
+                                    f"(last probe: {result.summary})", None, timeout=True)
+            time.sleep(poll_s)
+
+    def _drain(self) -> None:
+        if self._reader:
+            self._reader.join(timeout=3.0)
+
+    def _failure(self, message: str, rc: int | None, timeout: bool = False) -> ServerFailed:
+        with self._lock:
+            lines = list(self.lines)
+        findings = diagnose(self.engine, lines, rc)
+        if timeout and not any(f.fatal for f in findings):
+            findings.insert(0, Finding(FATAL, "the server never became ready",
+                                       "raise --ready-timeout for big checkpoints, or read the log tail", ""))
+        if findings and findings[0].fatal and rc is not None and findings[0].kind != FATAL:
+            message = f"{message}: {findings[0].cause}"
+        return ServerFailed(message, findings, lines[-30:], rc)
+
+    # ------------------------------------------------------------------ stop
+    def stop(self, *, int_timeout_s: float = 10.0, term_timeout_s: float = 10.0, kill_timeout_s: float = 5.0) -> StopResult:
+        if not self.proc:
+            return StopResult(None, 0.0, None)
+        result = stop_group(self.proc.pid, self.proc, int_timeout_s, term_timeout_s, kill_timeout_s)
+        self._drain()
+        try:
+            self._log.close()
+        except (AttributeError, ValueError):
+            pass
+        pidfile.remove(self.cmd.settings.port, self.records_dir, pid=self.proc.pid)
+        _LIVE.discard(self)
+        return result
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _gone(pgid: int, leader: subprocess.Popen | None) -> bool:
+    if leader is not None and leader.poll() is None:
+        return False
+    if leader is None:
+        try:
+            p = psutil.Process(pgid)
+            if p.status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.Error:
+            pass
+    return not pidfile.group_members(pgid)
+
+
+def stop_group(pgid: int, leader: subprocess.Popen | None = None, int_timeout_s: float = 10.0,
+               term_timeout_s: float = 10.0, kill_timeout_s: float = 5.0) -> StopResult:
+    """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each with its own timeout."""
+    t0 = time.monotonic()
+    if _gone(pgid, leader):
+        return StopResult(None, 0.0, leader.returncode if leader else None)
+    used = None
+    for sig, wait in ((signal.SIGINT, int_timeout_s), (signal.SIGTERM, term_timeout_s), (signal.SIGKILL, kill_timeout_s)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            continue
+        used = sig.name
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if _gone(pgid, leader):
+                return StopResult(used, time.monotonic() - t0, leader.returncode if leader else None)
+            time.sleep(0.05)
+    survivors = tuple(p.pid for p in pidfile.group_members(pgid))
+    return StopResult(used, time.monotonic() - t0, leader.poll() if leader else None, survivors)
+
+
+def stop_leftover(rec: pidfile.ServerRecord, **timeouts) -> StopResult:
+    result = stop_group(rec.pgid, None, **timeouts)
+    pidfile.remove(rec.port, Path(rec.path).parent if rec.path else None)
+    return result
+
+
+@atexit.register
+def _stop_all() -> None:  # the advisor is exiting normally (or on Ctrl-C): take servers down with it
+    for server in list(_LIVE):
+        try:
+            server.stop(int_timeout_s=2.0, term_timeout_s=2.0, kill_timeout_s=2.0)
+        except Exception:  # noqa: BLE001 - never block interpreter exit
+            pass

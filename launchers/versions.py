@@ -1,0 +1,123 @@
+"""Engine versions: detection at the edge and version gates for flags.
+
+A gate records the versions in which a flag (or flag value) is known to exist, from the research
+notes (../shared/research/engines-launch.md, vllm-kernel-selection.md). Boundaries are the
+earliest/latest versions actually read, so a gate may be conservative; the message says so.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from advisor.errors import Unsupported
+
+# The versions whose flags were read; used when the engine is not installed here.
+REFERENCE_VERSIONS = {
+    "vllm": "0.33.0",
+    "sglang": "0.5.23",
+    "fastllm": "1.9.0",
+    "llamacpp": None,          # build numbers; flags read from README at commit 00dc8057
+    "trtllm": "1.2.1",
+    "transformers": "5.24.0",
+}
+DISTRIBUTIONS = {
+    "vllm": ("vllm",),
+    "sglang": ("sglang",),
+    "fastllm": ("ftllm", "fastllm"),
+    "trtllm": ("tensorrt-llm", "tensorrt_llm"),
+    "transformers": ("transformers",),
+    "llamacpp": (),
+}
+EXECUTABLES = {"vllm": "vllm", "llamacpp": "llama-server"}
+
+
+def parse(version: str | None) -> tuple[int, ...]:
+    """'0.5.23' -> (0, 5, 23); 'b11434' -> (11434,); pre-release tails are ignored."""
+    if not version:
+        return ()
+    m = re.match(r"[vb]?(\d+(?:\.\d+)*)", version.strip())
+    return tuple(int(p) for p in m.group(1).split(".")[:4]) if m else ()
+
+
+@dataclass(frozen=True)
+class DetectedVersion:
+    version: str | None
+    how: str                     # "importlib.metadata (vllm)", "vllm --version", "not installed"
+
+
+def detect_version(engine: str, *, timeout_s: float = 20.0) -> DetectedVersion:
+    """The engine version installed here (edge code: reads the environment)."""
+    for dist in DISTRIBUTIONS.get(engine, ()):
+        try:
+            return DetectedVersion(importlib.metadata.version(dist), f"importlib.metadata ({dist})")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    exe = EXECUTABLES.get(engine)
+    if exe and shutil.which(exe):
+        try:
+            out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=timeout_s,
+                                 stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return DetectedVersion(None, f"{exe} --version failed")
+        text = out.stdout + out.stderr
+        m = re.search(r"version:\s*(\d+)", text) or re.search(r"(\d+\.\d+(?:\.\d+)*)", text)
+        if m:
+            return DetectedVersion(m.group(1), f"{exe} --version")
+    return DetectedVersion(None, "not installed")
+
+
+def resolve(engine: str, requested: str | None, detected: DetectedVersion | None) -> tuple[str | None, str | None]:
+    """Pick the version whose flag set is used, and a note saying why."""
+    if requested:
+        return requested, None
+    if detected and detected.version:
+        return detected.version, f"{engine} {detected.version} detected ({detected.how})"
+    ref = REFERENCE_VERSIONS.get(engine)
+    if ref:
+        return ref, f"{engine} is not installed here; using the flags of {ref} (the version read)"
+    return None, f"{engine} is not installed here; using the flags of the newest build read"
+
+
+@dataclass(frozen=True)
+class Gate:
+    what: str                    # e.g. "--kv-cache-dtype nvfp4"
+    since: str | None = None     # first version known to have it
+    until: str | None = None     # first version known NOT to have it
+    source: str = ""
+    hint: str = ""               # what to use instead
+
+    def allows(self, version: str | None) -> bool:
+        v = parse(version)
+        if not v:
+            return True          # unknown version: the reference flag set applies
+        if self.since and v < parse(self.since):
+            return False
+        if self.until and v >= parse(self.until):
+            return False
+        return True
+
+
+def require(engine: str, version: str | None, gate: Gate) -> None:
+    """Refuse a flag the targeted version lacks, with a message naming the versions."""
+    if gate.allows(version):
+        return
+    if gate.since and parse(version) < parse(gate.since):
+        why = f"first seen in {gate.since}"
+    else:
+        why = f"removed by {gate.until}"
+    hint = f"; {gate.hint}" if gate.hint else ""
+    src = f" [{gate.source}]" if gate.source else ""
+    raise Unsupported(f"{engine} {version} has no {gate.what} ({why}){hint}{src}")
+
+
+def check_removed(engine: str, version: str | None, args: tuple[str, ...], removed: tuple[Gate, ...]) -> None:
+    """Refuse user-supplied extra flags that the version no longer has."""
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        for gate in removed:
+            if flag == gate.what:
+                require(engine, version, gate)
