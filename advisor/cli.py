@@ -165,7 +165,7 @@ def _default(args) -> int:
     console = Console()
     for mod in commands.discover():
         if mod.NAME == "probe":
-            render(mod.run(argparse.Namespace(json=False, gpu=None, gpus=1)).doc, console)
+            render(mod.run(argparse.Namespace(json=False, gpu=None, gpus=None)).doc, console)
     return 0
 
 

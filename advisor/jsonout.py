@@ -21,6 +21,8 @@ def to_jsonable(obj: Any) -> Any:
         if hasattr(obj, "to_json"):
             return to_jsonable(obj.to_json())
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if hasattr(obj, "to_json") and callable(obj.to_json):   # e.g. the NOT_SUPPORTED marker
+        return to_jsonable(obj.to_json())
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, dict):

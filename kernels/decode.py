@@ -88,7 +88,8 @@ def weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
                             mask=mask_n[:, None] & (offs_g < K // GROUP)[None, :], other=0.0)
                 w = _group_scale(w, s.to(tl.float16), BLOCK_N, BLOCK_K, GROUP)
             else:
-                s = tl.load(ws_ptr + offs_n * stride_sn + k0 // GROUP, mask=mask_n & (k0 < K), other=0.0)
+                in_k = (offs_n * 0 + k0) < K
+                s = tl.load(ws_ptr + offs_n * stride_sn + k0 // GROUP, mask=mask_n & in_k, other=0.0)
                 w = w * s.to(tl.float16)[:, None]
     return w
 

@@ -54,3 +54,20 @@ def random_weight(fmt: str, n: int, k: int, device="cpu", generator=None, group:
 def random_activations(m: int, k: int, dtype, device="cpu", generator=None):
     """Gaussian activations, never exactly zero-filled."""
     return torch.randn((m, k), dtype=torch.float32, device=device, generator=generator).to(dtype)
+
+
+_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def reference_dequantize(w: Weight):
+    """W[N, K] in float32 with plain torch ops (table lookup, native fp8 cast): an independent
+    check of the Triton decode on a GPU."""
+    if w.fmt == "fp8":
+        return w.wq.to(torch.float32) * w.ws[:, None]
+    q = w.wq.to(torch.int64)
+    codes = torch.stack([q & 0xF, q >> 4], dim=-1).reshape(w.n, w.k)
+    if w.fmt == "nvfp4":
+        lut = torch.tensor(_E2M1, dtype=torch.float32, device=w.wq.device)
+        scale = w.ws.to(torch.float32).repeat_interleave(16, dim=1)
+        return lut[codes] * scale * w.gs.to(torch.float32)
+    return (codes - 8).to(torch.float32) * w.ws.to(torch.float32).repeat_interleave(w.group, dim=1)

@@ -159,13 +159,11 @@ def _family(w: WeightQuant) -> str:
 
 
 def _merge_weight(declared: WeightQuant, seen: WeightQuant) -> WeightQuant:
-    """The config's description, with granularity/group/block corrected from the tensors."""
-    return replace(declared,
-                   granularity=seen.granularity if seen.granularity not in ("unknown", "none") else declared.granularity,
-                   group_size=seen.group_size if seen.group_size else declared.group_size,
-                   block=seen.block if seen.block else declared.block,
-                   packing=seen.packing or declared.packing,
-                   bits=seen.bits or declared.bits)
+    """The config's description; the tensors fill in what it leaves open (a tiny tensor with one
+    block or one group looks per-tensor in its header, so the declaration wins where it speaks)."""
+    if declared.granularity in ("unknown", "none", ""):
+        return replace(declared, granularity=seen.granularity, group_size=seen.group_size, block=seen.block)
+    return replace(declared, packing=declared.packing or seen.packing)
 
 
 # ------------------------------------------------------------------ modules from config
@@ -281,13 +279,11 @@ def _experts_per_layer(mods: list[Mod]) -> int:
         if m.role != "expert" or m.layer is None:
             continue
         idx = re.search(r"experts\.(\d+)\.", m.name)
-        if idx:
-            per_layer[m.layer].add(int(idx.group(1)))
-        elif m.count > 1:
+        if m.count > 1:
             stacked = max(stacked, m.count)
-    if per_layer:
-        return max(len(s) for s in per_layer.values())
-    return stacked
+        elif idx:
+            per_layer[m.layer].add(int(idx.group(1)))
+    return max([stacked] + [len(s) for s in per_layer.values()])
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

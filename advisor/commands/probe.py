@@ -23,7 +23,9 @@ def run(args: argparse.Namespace) -> Outcome:
 
     result = probe()
     gpu, count = getattr(args, "gpu", None), getattr(args, "gpus", None)
-    selection = resolve_gpus(result, gpu, count) if (gpu is not None or count is not None) else None
+    # --gpus alone means "N of the probed cards"; with no GPU here the output already says what to do.
+    wanted = gpu is not None or (count is not None and result.devices)
+    selection = resolve_gpus(result, gpu, count) if wanted else None
     return Outcome(
         json=document("probe", probe_payload(result, selection)),
         doc=probe_doc(result, selection),

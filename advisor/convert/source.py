@@ -24,6 +24,7 @@ class Checkpoint:
     shard_files: tuple[str, ...]
     config: dict
     hf_quant_config: dict | None
+    index_metadata: dict
 
     @property
     def total_bytes(self) -> int:
@@ -58,10 +59,12 @@ def open_checkpoint(root: Path) -> Checkpoint:
         wm = index.get("weight_map")
         if not isinstance(wm, dict) or not wm:
             raise BadInput("index has no weight_map", path=str(index_path))
-        shards = list(dict.fromkeys(wm.values()))
+        shards = sorted(set(wm.values()))
+        index_metadata = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
     else:
         shards = sorted(p.name for p in root.glob("*.safetensors"))
         wm = None
+        index_metadata = {}
     if not shards:
         raise BadInput("no .safetensors files found", path=str(root))
     tensors: dict[str, TensorEntry] = {}
@@ -85,7 +88,7 @@ def open_checkpoint(root: Path) -> Checkpoint:
     config = _load_json(config_path) if config_path.exists() else {}
     hq_path = root / "hf_quant_config.json"
     hf_quant = _load_json(hq_path) if hq_path.exists() else None
-    return Checkpoint(root, tensors, weight_map, tuple(shards), config, hf_quant)
+    return Checkpoint(root, tensors, weight_map, tuple(shards), config, hf_quant, index_metadata)
 
 
 def model_type(config: dict) -> str | None:

@@ -39,6 +39,8 @@ class EngineMemory:
     overhead: dict[str, Any]
     allreduce_per_layer: int
     allreduce_source: str
+    spec_methods: tuple[str, ...] = ()
+    spec_source: str = ""
 
     def kv_dtype(self, name: str) -> KvDtype | None:
         for dt in self.kv_dtypes:
@@ -110,6 +112,8 @@ def _engine(name: str, e: dict, path: Path) -> EngineMemory:
         overhead=dict(_need(e, "step_overhead", path, name)),
         allreduce_per_layer=int(e.get("tp_allreduce_per_layer", 2)),
         allreduce_source=str(e.get("tp_source", "")),
+        spec_methods=tuple(str(m) for m in e.get("speculative", {}).get("methods", ())),
+        spec_source=str(e.get("speculative", {}).get("source", "")),
     )
 
 

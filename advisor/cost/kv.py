@@ -34,7 +34,7 @@ class KvLayout:
     values_per_layer_token: float   # K+V values (or MLA latent) per token per layer, per GPU
     heads_per_gpu: float            # for per-token-head scales (K and V)
     mla: bool
-    max_context: int | None
+    context_limit: int | None
     note: str
 
     def bytes_per_token_layer(self, dt: KvDtype) -> float:
@@ -66,8 +66,8 @@ class KvLayout:
             if self.window is not None and self.window_layers and c > self.window:
                 rest = share - per * self.window_layers * self.window
                 c = rest / (per * self.full_layers) if self.full_layers else math.inf
-        if self.max_context is not None:
-            c = min(c, float(self.max_context))
+        if self.context_limit is not None:
+            c = min(c, float(self.context_limit))
         return max(0.0, c)
 
     def max_concurrency(self, dt: KvDtype, pool_bytes: float, context: float) -> int:

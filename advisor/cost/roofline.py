@@ -214,7 +214,8 @@ class CostModel:
                 rows = t * wm.top_k / max(wm.num_experts * wm.experts_fraction(t), 1e-9)
             else:
                 rows = t
-            mt = flops_tok[p] * t / self._mma_rate(p.mma)
+            # logits are computed for the last position of the prompt only
+            mt = flops_tok[p] * (1 if p.kind == "lm_head" else t) / self._mma_rate(p.mma)
             cm += mt
             if p.kernel_class in deq_cal and p.kernel_class in WEIGHT_ONLY:
                 cd += mt * max(0.0, deq_cal[p.kernel_class])      # measured on this GPU

@@ -198,7 +198,15 @@ def _decide_kv(ck: CheckpointInfo, gpu: GpuSpec, rules: RuleFile, options: Insta
         return _no_rule(ctx, ck_scheme, rules, reasons, [])
     if path.note:
         reasons.insert(0, path.note)
-    return select(path, ctx, checkpoint_scheme=ck_scheme, pre_reasons=tuple(reasons))
+    d = select(path, ctx, checkpoint_scheme=ck_scheme, pre_reasons=tuple(reasons))
+    stored = _KV_NAMES.get(kv, kv) if kv != "auto" else d.activation_dtype
+    eff = f"KV {stored}" if d.effective_scheme == f"KV {kv}" else d.effective_scheme
+    return replace(d, kv_cache_dtype=stored, effective_scheme=eff)
+
+
+# Engine spellings -> one name per stored KV dtype (what the cost model sizes).
+_KV_NAMES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "fp8": "fp8_e4m3", "float8": "fp8_e4m3",
+             "fp4": "fp4_e2m1", "nvfp4_4over6": "nvfp4"}
 
 
 def _merge(decisions: list[LayerDecision]) -> list[LayerDecision]:

@@ -17,6 +17,7 @@ MMA_CLASSES = (
     "qmma_e4m3",       # mma.sync e4m3 (Ada sm_89, sm_12x)
     "wgmma_bf16", "wgmma_e4m3", "wgmma_int8",          # Hopper warpgroup MMA
     "tcgen05_bf16", "tcgen05_e4m3", "tcgen05_fp4_block_scaled", "tcgen05_mxf8f6f4",  # sm_100/103
+    "tcgen05_int8",    # sm_100/103 int8 UMMA
     "mma_sync_fp4_block_scaled",  # sm_120/121 block-scaled mma.sync (kind::mxf4nvf4)
     "none",            # no tensor-core MMA (CPU, CUDA cores, or unsupported)
 )

@@ -127,7 +127,7 @@ def summarize(exp: Explanation, ck: CheckpointInfo, gpu: GpuSpec, engine_name: s
                 parts.append(_sentence_for(d, gpu, lead=False))
     kv = next((d for d in exp.decisions if d.layer_class == "attention_kv"), None)
     if kv is not None and kv.runs:
-        parts.append(f"Attention runs on {kv.kernel} with a {kv.kv_cache_dtype} KV cache.")
+        parts.append(f"Attention runs on {kv.kernel} with the KV cache stored as {kv.kv_cache_dtype}.")
     nwarn = sum(len(d.warnings) for d in exp.decisions)
     if nwarn:
         parts.append(f"{engine_name} prints {nwarn} warning{'s' if nwarn > 1 else ''} for this combination; "

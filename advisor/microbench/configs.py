@@ -68,3 +68,13 @@ def candidates(m: int, k: int, n: int, sm_count: int, group: int = 128) -> tuple
 def _fits_group(c: Candidate, group: int) -> bool:
     bk = c.params["block_k"]
     return bk % group == 0 or group % bk == 0
+
+
+def arch_limits(cc: tuple[int, int]) -> tuple[str, str | None]:
+    """(activation dtype, reason every Triton kernel is skipped or None) for a compute capability.
+
+    Triton generates tensor-core code for sm_75 and newer; BF16 MMA needs sm_80 (Turing runs the
+    FP16 paths, as the engines do there)."""
+    if cc < (7, 5):
+        return "fp16", f"Triton kernels need compute capability >= 7.5 (this GPU is {cc[0]}.{cc[1]})"
+    return ("bf16" if cc >= (8, 0) else "fp16"), None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field, replace
 
@@ -74,6 +75,11 @@ class Suite:
     @property
     def read_gbs(self) -> float | None:
         return max((s.gbs for s in self.streams if s.kind == "read"), default=None)
+
+
+def slug(name: str) -> str:
+    """An id for a card the GPU table does not know, from its name."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 
 def median(values) -> float:

@@ -20,4 +20,8 @@ def probe(nvml: Any = None) -> ProbeResult:
     from advisor.probe.build import build_result
     from advisor.probe.nvml_source import read_snapshot
 
-    return build_result(read_snapshot(nvml))
+    try:
+        raw = read_snapshot(nvml)
+    except Exception as err:  # a binding bug or a dying driver must not take the TUI down
+        return ProbeResult("error", f"NVML probe failed ({type(err).__name__}: {err})", None, None, None)
+    return build_result(raw)

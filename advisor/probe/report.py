@@ -194,8 +194,10 @@ def probe_doc(result: ProbeResult, selection: GpuSelection | None = None) -> Doc
             ("NVML", na(result.nvml_version)),
         )))
     else:
-        hint = "" if selection else " Plan for a card from the table with --gpu ID [--gpus N] (list: nvfp4-advisor gpus)."
-        blocks.append(Paragraph(f"{result.message[:1].upper()}{result.message[1:]}.{hint}", style="warn"))
+        blocks.append(Paragraph(f"{result.message[:1].upper()}{result.message[1:]}.", style="warn"))
+        if selection is None:
+            blocks.append(Paragraph("What-if: nvfp4-advisor probe --gpu ID [--gpus N] (ids: nvfp4-advisor gpus)",
+                                    style="dim"))
     if result.notes:
         blocks.append(Bullets(result.notes, style="warn"))
     for d in result.devices:

@@ -69,7 +69,7 @@ class ReplayNvml:
     def __init__(self, snapshot: dict[str, Any]):
         import pynvml  # the real error classes, so `except pynvml.NVMLError` behaves as in production
 
-        self._pynvml = pynvml
+        self._pynvml = getattr(pynvml, "_pynvml", pynvml)  # already replaced by another replay
         self.NVMLError = pynvml.NVMLError
         self.NVMLLibraryMismatchError = pynvml.NVMLLibraryMismatchError
         self.snap = snapshot
@@ -136,6 +136,8 @@ class ReplayNvml:
         self.calls.append("nvmlDeviceGetCount")
         if not self._initialised:
             self._raise("Uninitialized")
+        if self.snap.get("count_error"):
+            self._raise(self.snap["count_error"])
         return len(self.snap.get("devices", []))
 
     def nvmlDeviceGetHandleByIndex(self, i):
@@ -267,7 +269,11 @@ class RecordingNvml:
             raise
 
     def nvmlDeviceGetCount(self):
-        n = self._real.nvmlDeviceGetCount()
+        try:
+            n = self._real.nvmlDeviceGetCount()
+        except self._real.NVMLError as err:
+            self.snap["count_error"] = type(err).__name__.replace("NVMLError_", "")
+            raise
         self.snap["devices"] = [{} for _ in range(n)]
         return n
 

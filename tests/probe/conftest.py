@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import pytest
-
-SNAPSHOTS = Path(__file__).parent / "snapshots"
-
-
-def load_snapshot(name: str) -> dict:
-    return json.loads((SNAPSHOTS / f"{name}.json").read_text())
-
-
-def snapshot_names() -> list[str]:
-    return sorted(p.stem for p in SNAPSHOTS.glob("*.json"))
+from probe_fixtures import load_snapshot
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import load_snapshot, snapshot_names
+from probe_fixtures import load_snapshot, snapshot_names
 
 from advisor.doc import KeyValues
 from advisor.gpu_spec import NOT_SUPPORTED, PEAK_KEYS

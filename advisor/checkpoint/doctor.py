@@ -1,0 +1,202 @@
+"""Doctor checks: what is wrong or misleading about a checkpoint, as Findings.
+
+The fused-scale check is the only place that reads tensor *data*, and only the F32 scalar
+global scales (``weight_scale_2`` / ``weight_global_scale`` / ``input_scale``: 4 bytes each) of
+NVFP4 members of fused groups, from local files. Engines fuse q/k/v, gate/up, GDN in_proj_* and
+each expert's gate/up into one GEMM and take the max of the members' scales (vllm modelopt.py
+process_weights_after_loading), so unequal scales silently lose precision on the other members.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+
+from advisor.checkpoint.model import ArchInfo, Finding, ModuleGroup
+from advisor.checkpoint.roles import FUSED_SETS
+from advisor.checkpoint.schemes import is_quantized
+
+_SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scale", 1.0),
+            ("input_global_scale", -1.0))
+
+
+def findings(files, plan, arch: ArchInfo, mods, groups: list[ModuleGroup], label: str,
+             shares: dict[str, float]) -> list[Finding]:
+    out: list[Finding] = []
+    for code, msg in plan.notes:
+        if code == "producer":
+            continue
+        sev = "info" if code == "modelopt-config-groups-contradict" else "warn"
+        out.append(Finding(code, sev, msg))
+    quantized = [m for m in mods if is_quantized(m.weight)]
+    if quantized and plan.producer == "none":
+        out.append(Finding("quantized-without-config", "warn",
+                           "tensors are quantized but the config has no quantization_config: formats come from "
+                           "the headers and dynamic activation quantization cannot be seen",
+                           modules=tuple(m.name for m in quantized[:20])))
+    if files.headers:
+        out += _index_checks(files)
+        out += _kv_checks(files, plan)
+        out += _layer_checks(arch, mods)
+        if files.local:
+            out += fused_scale_mismatch(files, mods)
+    out += _dtype_check(files, groups)
+    out += _mixed_checks(label, shares)
+    return out
+
+
+def _mixed_checks(label: str, shares: dict[str, float]) -> list[Finding]:
+    if label != "MIXED":
+        return []
+    fp8 = sum(v for k, v in shares.items() if k.endswith("FP8") and not k.startswith("W4"))
+    fp4 = sum(v for k, v in shares.items() if "NVFP4" in k or "MXFP4" in k)
+    if fp4 > 0 and fp8 > fp4:
+        return [Finding("fp8-dominates-mixed", "warn",
+                        f"FP8 holds {fp8:.0%} of the quantized linear bytes and FP4 only {fp4:.0%}: "
+                        "an 'NVFP4' name is misleading, most of the weights run as FP8")]
+    return []
+
+
+def _index_checks(files) -> list[Finding]:
+    if not files.index:
+        return []
+    wm = files.index.get("weight_map") or {}
+    import os
+
+    where: dict[str, str] = {}
+    total = 0
+    for h in files.headers:
+        base = os.path.basename(h.path)
+        for name, t in h.tensors.items():
+            where[name] = base
+            total += t.nbytes
+    missing = [n for n in wm if n not in where]
+    extra = [n for n in where if n not in wm]
+    moved = [n for n, s in wm.items() if n in where and os.path.basename(s) != where[n]]
+    out = []
+    if missing or extra or moved:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} indexed tensor(s) absent from the shards (e.g. {missing[0]})")
+        if extra:
+            parts.append(f"{len(extra)} tensor(s) in the shards but not in the index (e.g. {extra[0]})")
+        if moved:
+            parts.append(f"{len(moved)} tensor(s) in a different shard than indexed (e.g. {moved[0]})")
+        out.append(Finding("index-header-mismatch", "error", "; ".join(parts),
+                           modules=tuple((missing + extra + moved)[:50])))
+    declared = (files.index.get("metadata") or {}).get("total_size")
+    if isinstance(declared, int) and declared != total and not missing:
+        out.append(Finding("index-total-size-mismatch", "warn",
+                           f"index metadata.total_size is {declared} bytes but the shard headers hold {total}"))
+    return out
+
+
+def _kv_checks(files, plan) -> list[Finding]:
+    kv_tensors = [n for h in files.headers for n in h.tensors if n.endswith((".k_scale", ".v_scale"))]
+    if kv_tensors and not plan.kv_cache:
+        return [Finding("kv-scales-undeclared", "info",
+                        f"{len(kv_tensors)} KV-cache scale tensors present but the config declares no KV-cache "
+                        "quantization", modules=tuple(kv_tensors[:10]))]
+    return []
+
+
+def _layer_checks(arch: ArchInfo, mods) -> list[Finding]:
+    out = []
+    if arch.moe:
+        from advisor.checkpoint.inspect import _experts_per_layer
+
+        seen = _experts_per_layer(mods)
+        if seen and seen != arch.moe.num_experts:
+            out.append(Finding("expert-count-mismatch", "info",
+                               f"config declares {arch.moe.num_experts} experts per MoE layer, the tensors hold "
+                               f"{seen} (expert-pruned checkpoint?): active bytes use {seen}"))
+    layers = {m.layer for m in mods if m.layer is not None and m.role not in ("vision", "mtp")}
+    if arch.num_layers and layers and max(layers) + 1 < arch.num_layers:
+        out.append(Finding("missing-layers", "error",
+                           f"config declares {arch.num_layers} layers but tensors cover only {max(layers) + 1}"))
+    return out
+
+
+def _dtype_check(files, groups: list[ModuleGroup]) -> list[Finding]:
+    cfg = files.config or {}
+    dt = cfg.get("torch_dtype") or cfg.get("dtype")
+    if not files.headers or dt not in ("bfloat16", "float16"):
+        return []
+    want = "bf16" if dt == "bfloat16" else "fp16"
+    other = "fp16" if want == "bf16" else "bf16"
+    n_other = sum(g.stored_bytes for g in groups if g.weight.format == other)
+    n_want = sum(g.stored_bytes for g in groups if g.weight.format == want)
+    if n_other > n_want:
+        return [Finding("dtype-mismatch", "info",
+                        f"config says torch_dtype {dt} but the unquantized tensors are mostly {other}")]
+    return []
+
+
+# ------------------------------------------------------------------ fused global scales
+
+def fused_scale_mismatch(files, mods) -> list[Finding]:
+    headers = {h.path: h for h in files.headers}
+    members: dict[tuple[str, int], list] = defaultdict(list)
+    for m in mods:
+        if m.header is None or m.weight.format != "nvfp4" or m.count != 1:
+            continue
+        parent, _, last = m.name.rpartition(".")
+        for i, fused in enumerate(FUSED_SETS):
+            if last in fused:
+                members[(parent, i)].append(m)
+                break
+    reads: list[tuple[str, int, str, str, float]] = []   # (path, offset, module, suffix, sign)
+    for ms in members.values():
+        if len(ms) < 2:
+            continue
+        for m in ms:
+            for suffix, sign in _SCALARS:
+                t = m.header.tensors.get(suffix)
+                if t is None or t.dtype != "F32" or t.numel != 1:
+                    continue
+                path = m.header.shard[suffix]
+                h = headers.get(path)
+                if h is None:
+                    continue
+                reads.append((path, 8 + h.header_size + t.begin, m.name, suffix, sign))
+    values = _read_scalars(reads)
+    bad = []
+    for (parent, _), ms in members.items():
+        if len(ms) < 2:
+            continue
+        for kind in ("weight", "input"):
+            vals = {}
+            for m in ms:
+                for suffix, sign in _SCALARS:
+                    if suffix.startswith(kind) and (m.name, suffix) in values:
+                        v = values[(m.name, suffix)]
+                        # compressed-tensors stores the reciprocal (global_scale = 1 / scale_2)
+                        vals[m.name] = (1.0 / v) if sign < 0 and v else v
+            if len(vals) >= 2 and len({round(v, 12) if v == v else "nan" for v in vals.values()}) > 1:
+                short = ", ".join(f"{n.rsplit('.', 1)[-1]}={v:.6g}" for n, v in vals.items())
+                bad.append((f"{parent} {kind}: {short}", tuple(vals)))
+    if not bad:
+        return []
+    return [Finding("fused-global-scale-mismatch", "warn",
+                    f"{len(bad)} fused group(s) have differing NVFP4 global scales: engines take the max, "
+                    "so the other members lose precision",
+                    detail="; ".join(b[0] for b in bad[:4]),
+                    modules=tuple(n for b in bad[:20] for n in b[1]))]
+
+
+def _read_scalars(reads) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
+    by_path: dict[str, list] = defaultdict(list)
+    for r in reads:
+        by_path[r[0]].append(r)
+    for path, rs in by_path.items():
+        try:
+            with open(path, "rb") as f:
+                for _, off, name, suffix, _sign in sorted(rs, key=lambda r: r[1]):
+                    f.seek(off)
+                    b = f.read(4)
+                    if len(b) == 4:
+                        out[(name, suffix)] = struct.unpack("<f", b)[0]
+        except OSError:
+            continue
+    return out

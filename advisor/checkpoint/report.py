@@ -1,0 +1,130 @@
+"""CheckpointInfo -> renderer-neutral Doc (CLI, TUI, reports) and the JSON payload."""
+
+from __future__ import annotations
+
+from advisor.checkpoint.model import ActQuant, CheckpointInfo, ModuleGroup, WeightQuant
+from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
+
+
+def human_bytes(n: int | float) -> str:
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"
+
+
+def human_count(n: int) -> str:
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(n)
+
+
+def weight_text(w: WeightQuant) -> str:
+    return w.format
+
+
+def granularity_text(w: WeightQuant) -> str:
+    g = w.granularity
+    if g == "nvfp4":
+        return f"{w.group_size or 16}-block e4m3 + f32 global"
+    if g == "mxfp4":
+        return f"{w.group_size or 32}-block e8m0"
+    if g == "group":
+        return f"group {na(w.group_size)}"
+    if g == "block" and w.block:
+        return f"block {w.block[0]}x{w.block[1]}"
+    return g
+
+
+def act_text(a: ActQuant) -> str:
+    if a.format == "none":
+        return "none (16-bit)"
+    mode = "dynamic" if a.dynamic else "static" if a.dynamic is False else ""
+    gran = {"token": "per-token", "tensor": "per-tensor", "group": f"group {a.group_size}"}.get(a.granularity or "", "")
+    return " ".join(p for p in (a.format, mode, gran) if p)
+
+
+def _layers_text(g: ModuleGroup) -> str:
+    if not g.layers:
+        return ""
+    ls = g.layers
+    if len(ls) > 2 and ls[-1] - ls[0] + 1 == len(ls):
+        return f"{ls[0]}-{ls[-1]}"
+    if len(ls) <= 4:
+        return ",".join(map(str, ls))
+    return f"{len(ls)} layers"
+
+
+def to_doc(info: CheckpointInfo) -> Doc:
+    a, t = info.arch, info.totals
+    share = ", ".join(f"{k} {v:.1%}" for k, v in info.scheme_shares.items()) if info.label == "MIXED" else ""
+    pairs = [
+        ("checkpoint", info.source),
+        ("scheme", info.label + (f"  ({share})" if share else "")),
+        ("producer", info.producer + (f" ({info.quant_method})" if info.quant_method else "")),
+        ("kv cache", na(info.kv_cache_quant, fmt="{}") if info.kv_cache_quant else "not quantized (16-bit)"),
+        ("architecture", _arch_text(info)),
+        ("parameters", f"{human_count(t.params)} total, {human_count(t.active_params)} active per token"),
+        ("stored", human_bytes(t.stored_bytes) + ("  (computed from config, no weights present)"
+                                                  if t.sizes_from == "config" else "")),
+        ("read per token", human_bytes(t.bytes_per_token) + " of weights"),
+        ("kv layers", f"{a.kv_layers} full-attention"
+         + (f", {a.sliding_window_layers} sliding ({a.sliding_window})" if a.sliding_window_layers else "")
+         + (f", {a.linear_attention_layers} linear/GDN/Mamba" if a.linear_attention_layers else "")),
+    ]
+    if a.mla:
+        pairs.append(("mla", f"kv_lora_rank {a.mla.kv_lora_rank}, rope dim {a.mla.qk_rope_head_dim}"))
+    blocks: list = [Heading(f"Checkpoint: {info.label}"), KeyValues(tuple(pairs))]
+    total = t.stored_bytes or 1
+    rows, styles = [], []
+    for g in info.modules:
+        rows.append((g.name, g.role, g.scheme, weight_text(g.weight), granularity_text(g.weight), act_text(g.act),
+                     str(g.count), _layers_text(g), human_bytes(g.stored_bytes), f"{g.stored_bytes / total:.1%}"))
+        styles.append("dim" if g.scheme in ("BF16", "FP16") else "normal")
+    blocks.append(Table(("module", "role", "scheme", "format", "granularity", "activations", "count", "layers",
+                         "bytes", "share"), tuple(rows), title="Modules", row_styles=tuple(styles)))
+    if info.kept_bf16:
+        kept_total = sum(g.stored_bytes for g in info.kept_bf16)
+        blocks.append(Bullets(tuple(f"{g.name} ({g.role}): {human_bytes(g.stored_bytes)}" for g in info.kept_bf16
+                                    if g.stored_bytes >= 0.001 * total) or ("only small tensors",),
+                              title=f"Kept in 16-bit: {human_bytes(kept_total)} ({kept_total / total:.1%})"))
+    if info.findings:
+        sev = {"error": "bad", "warn": "warn", "info": "dim"}
+        for level in ("error", "warn", "info"):
+            items = tuple(f.message + (f" [{f.detail}]" if f.detail else "") for f in info.findings
+                          if f.severity == level)
+            if items:
+                blocks.append(Bullets(items, title=f"Doctor ({level})", style=sev[level]))
+    if info.producer == "unknown" and info.raw_quant_config:
+        import json
+
+        blocks.append(Paragraph("unknown quantization config: " + json.dumps(info.raw_quant_config)[:400], "warn"))
+    return Doc(tuple(blocks))
+
+
+def _arch_text(info: CheckpointInfo) -> str:
+    a = info.arch
+    parts = [a.model_type or "unknown", f"{a.num_layers} layers", f"hidden {a.hidden_size}"]
+    if a.num_attention_heads:
+        parts.append(f"{a.num_attention_heads} heads / {a.num_kv_heads} kv x {a.head_dim}")
+    if a.moe:
+        parts.append(f"MoE {a.moe.num_experts} experts top-{a.moe.top_k}"
+                     + (f" + {a.moe.num_shared_experts} shared" if a.moe.num_shared_experts else ""))
+    if a.mla:
+        parts.append("MLA")
+    if a.mtp_layers:
+        parts.append(f"{a.mtp_layers} MTP")
+    if a.has_vision:
+        parts.append("vision tower")
+    if a.tie_word_embeddings:
+        parts.append("tied embeddings")
+    return ", ".join(parts)
+
+
+def to_payload(info: CheckpointInfo) -> dict:
+    from advisor.jsonout import to_jsonable
+
+    return {"checkpoint": to_jsonable(info)}

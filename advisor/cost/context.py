@@ -1,0 +1,279 @@
+"""Everything one plan evaluates settings against, built once from the frozen inputs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from advisor.checkpoint.model import CheckpointInfo
+from advisor.cost import efficiency, interconnect, memory, speculative, weights
+from advisor.cost.derived import Assumption, Derived
+from advisor.cost.engine_profile import GIB, EngineMemory
+from advisor.cost.kv import KvDtype
+from advisor.cost.overrides import Overrides
+from advisor.cost.roofline import CostModel, PrefillCost, StepCost
+from advisor.cost.weights import Part
+from advisor.errors import BadInput
+from advisor.gpu_spec import GpuSpec
+from advisor.kernel_path.model import Explanation, LayerDecision
+
+POWER_EXPONENT = (1 / 3, "inferred: dynamic power ~ f x V^2 with V ~ f, so clock ~ (limit/TDP)^(1/3); "
+                  "gives 7 % at 280 W on a 350 W RTX 3090 against 6-15 % measured (field-notes §3)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    kv: KvDtype
+    max_batch: int
+    memory_share: float
+    chunked_prefill: int
+    tp: int
+    draft_tokens: int
+    cuda_graphs: bool
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    checkpoint: CheckpointInfo
+    explanation: Explanation
+    gpu: GpuSpec
+    gpus: int
+    engine: EngineMemory
+    model: CostModel
+    vram_bytes: float
+    allowed_kv: tuple[KvDtype, ...]
+    rejected_kv: dict[str, str]
+    default_kv: KvDtype
+    spec_method: speculative.SpecMethod | None
+    acceptance: tuple[float, ...]
+    overrides: Overrides
+    dequant_overhead: dict[str, float]
+    assumptions: tuple[Assumption, ...]
+    warnings: tuple[str, ...]
+    spec_note: str = ""
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    # ---------------------------------------------------------------- memory
+    def weight_bytes(self, tp: int) -> float:
+        return self.model.weights.resident_bytes(tp)
+
+    def batch_default(self) -> dict:
+        return self.engine.batch_default(self.vram_bytes / GIB, self.gpu.id)
+
+    def default_share(self, chunked: int, max_batch: int, tp: int, graphs: bool) -> Derived:
+        return memory.default_share(self.engine, self.vram_bytes, chunked, max_batch, tp, graphs)
+
+    def budget(self, s: Settings) -> memory.MemoryBudget:
+        return memory.budget(self.engine, self.checkpoint.arch, vram_bytes=self.vram_bytes,
+                             weight_bytes=self.weight_bytes(s.tp), share=s.memory_share,
+                             chunked=s.chunked_prefill, max_batch=s.max_batch, tp=s.tp, graphs=s.cuda_graphs)
+
+    def pool_tokens(self, s: Settings, kv: KvDtype | None = None) -> int:
+        kv = kv or s.kv
+        pool = self.budget(s).pool_bytes.value
+        per = self.model.kv_layout(s.tp).bytes_per_token(kv)
+        return int(max(pool, 0.0) // per) if per > 0 else 0
+
+    def max_context(self, s: Settings, batch: int) -> int:
+        pool = max(self.budget(s).pool_bytes.value, 0.0)
+        c = self.model.kv_layout(s.tp).max_context(s.kv, pool, batch)
+        return int(c) if math.isfinite(c) else int(self.checkpoint.arch.max_position_embeddings or 0)
+
+    def max_concurrency(self, s: Settings, context: int) -> int:
+        pool = max(self.budget(s).pool_bytes.value, 0.0)
+        return self.model.kv_layout(s.tp).max_concurrency(s.kv, pool, context)
+
+    # ---------------------------------------------------------------- speed
+    def decode(self, s: Settings, batch: int, context: float, verify_tokens: int = 1) -> StepCost:
+        key = ("d", s.kv.name, s.tp, s.cuda_graphs, batch, context, verify_tokens)
+        if key not in self._cache:
+            self._cache[key] = self.model.decode_step(batch, context, s.kv, tp=s.tp, graphs=s.cuda_graphs,
+                                                      verify_tokens=verify_tokens)
+        return self._cache[key]
+
+    def prefill(self, s: Settings, prompt: int) -> PrefillCost:
+        key = ("p", s.kv.name, s.tp, s.cuda_graphs, s.chunked_prefill, prompt)
+        if key not in self._cache:
+            self._cache[key] = self.model.prefill(prompt, s.chunked_prefill, s.kv, tp=s.tp, graphs=s.cuda_graphs,
+                                                  dequant_overhead=self.dequant_overhead)
+        return self._cache[key]
+
+    def draft_pass(self, s: Settings) -> Derived:
+        """One draft forward (reads the draft's weights once for the whole batch)."""
+        m = self.spec_method
+        wm = self.model.weights
+        layers = max(self.checkpoint.arch.num_layers, 1)
+        one_layer = wm.params_of("dense") / layers * 2.0          # a BF16 decoder layer
+        head = wm.bytes_of("lm_head")
+        if m is None or m.draft == "none":
+            return Derived(0.0, "s", "no draft model (lookup on the host)", {}, "")
+        if m.draft == "mtp_head":
+            body = wm.bytes_of("mtp") or one_layer
+            nbytes, draft_layers, src = body + head, 1, "checkpoint MTP modules + shared lm_head"
+        elif m.draft == "draft_model":
+            nbytes = self.overrides.draft_bytes or DRAFT_SHARE * wm.resident_bytes()
+            draft_layers = max(1, layers // 4)
+            src = "--draft-bytes" if self.overrides.draft_bytes else speculative.DRAFT_MODEL_SHARE[1]
+        else:
+            draft_layers = 2 if m.draft == "two_layers" else 1
+            nbytes = draft_layers * one_layer + head
+            src = f"estimate: {draft_layers} BF16 decoder layer(s) of the target + lm_head"
+        bw = self.model.bandwidth_gbs * 1e9 * self.model.eff.bandwidth_eff["bf16"]
+        o = self.engine.overhead
+        per_kernel = o["graph_us_per_kernel"] if s.cuda_graphs else o["eager_us_per_kernel"]
+        fixed = draft_layers * o["kernels_per_layer"] * per_kernel * 1e-6
+        t = nbytes / s.tp / bw + fixed
+        return Derived(t, "s", "draft bytes / N / effective bandwidth + draft kernels x launch",
+                       {"draft_bytes": nbytes, "N": s.tp, "bandwidth_Bps": bw, "fixed_s": fixed}, src)
+
+    def spec_points(self, s: Settings, batch: int, context: float) -> list[speculative.SpecPoint]:
+        m = self.spec_method
+        if m is None:
+            return []
+        base = self.decode(s, batch, context).seconds
+        t_draft = self.draft_pass(s).value
+        pts = []
+        for k in speculative.K_RANGE:
+            acc = self.acceptance if len(self.acceptance) >= k else m.acceptance(k)
+            verify = self.decode(s, batch, context, verify_tokens=k + 1).seconds
+            pts.append(speculative.evaluate(m, k, acc, base, verify, t_draft))
+        return pts
+
+
+DRAFT_SHARE = speculative.DRAFT_MODEL_SHARE[0]
+
+
+def _kv_decision(explanation: Explanation) -> LayerDecision | None:
+    for d in explanation.decisions:
+        if d.layer_class == "attention_kv":
+            return d
+    return None
+
+
+def _allowed_kv(engine: EngineMemory, explanation: Explanation,
+                kv_decisions: dict[str, LayerDecision] | None) -> tuple[tuple[KvDtype, ...], dict[str, str], KvDtype]:
+    """KV dtypes `explain` accepted (never one its attention decision rejects)."""
+    allowed: list[KvDtype] = []
+    rejected: dict[str, str] = {}
+    main = _kv_decision(explanation)
+    decisions = dict(kv_decisions or {})
+    if main is not None and main.kv_cache_dtype:
+        decisions.setdefault(main.kv_cache_dtype, main)
+    for name, d in decisions.items():
+        dt = engine.kv_dtype(name)
+        if dt is None:
+            continue
+        if d.runs:
+            allowed.append(dt)
+        else:
+            rejected[name] = d.error or "; ".join(d.reasons) or "rejected by the attention backend"
+    if main is not None and main.kv_cache_dtype and engine.kv_dtype(main.kv_cache_dtype) is not None:
+        default = engine.kv_dtype(main.kv_cache_dtype)
+    else:
+        default = engine.kv_dtype("auto") or engine.kv_dtypes[0]
+        if main is None and default.name not in rejected:
+            allowed.append(default)
+    if not allowed and default.name not in rejected:
+        allowed.append(default)
+    return tuple(dict.fromkeys(allowed)), rejected, default
+
+
+def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *, gpus: int, engine: EngineMemory,
+          overrides: Overrides, calibration=None, kv_decisions: dict[str, LayerDecision] | None = None
+          ) -> PlanContext:
+    if gpus < 1:
+        raise BadInput(f"--gpus must be at least 1 (got {gpus})")
+    warnings: list[str] = []
+    assumptions: list[Assumption] = []
+    wm = weights.build(checkpoint, explanation)
+    kv_d = _kv_decision(explanation)
+    attn_mma = kv_d.mma if kv_d is not None and kv_d.mma in efficiency.MMA_PEAK else (
+        "hmma_bf16" if gpu.supports("bf16") else "hmma_f16")
+    mmas = tuple(p.mma for p in wm.parts) + (attn_mma, "hmma_bf16", "hmma_f16")
+    eff = efficiency.resolve(gpu, calibration, mmas)
+    assumptions.extend(eff.assumptions)
+    for p in wm.parts:
+        if p.mma not in eff.mma_tflops and p.mma != "none":
+            warnings.append(f"no tensor peak for {p.mma} on {gpu.id} in the GPU table: its compute time "
+                            "falls back to the BF16/FP16 rate")
+        if p.dequant == "cpu":
+            warnings.append(f"{p.kind} weights ({p.scheme}) run on the CPU on this path: the GPU roofline "
+                            "does not describe it (expect far slower decode)")
+    for d in explanation.decisions:
+        if not d.runs:
+            warnings.append(f"{d.layer_class}: the engine cannot run this ({d.error or 'no kernel'}); "
+                            "costs assume the path would run")
+    # VRAM
+    if overrides.vram_gb is not None:
+        if overrides.vram_gb <= 0:
+            raise BadInput(f"--vram must be positive (got {overrides.vram_gb})")
+        vram = overrides.vram_gb * GIB
+        assumptions.append(Assumption("vram", overrides.vram_gb, "GiB", "--vram override"))
+    elif gpu.memory_gb:
+        vram = gpu.memory_gb * GIB
+        assumptions.append(Assumption("vram", gpu.memory_gb, "GiB",
+                                      f"GPU table {gpu.id} (vendor VRAM 'GB' are binary: RTX 3090 = 24576 MiB)"))
+    else:
+        raise BadInput(f"the GPU table has no memory size for {gpu.id}: pass --vram GB")
+    # bandwidth and power
+    bw = eff.dram_gbs
+    if overrides.bandwidth_gbs is not None:
+        bw = overrides.bandwidth_gbs
+        assumptions.append(Assumption("dram_bandwidth_override", bw, "GB/s", "--bandwidth override"))
+    if not bw:
+        raise BadInput(f"the GPU table has no memory bandwidth for {gpu.id}: pass --bandwidth GB/s")
+    clock = 1.0
+    if overrides.power_limit_w is not None and gpu.tdp_w:
+        if overrides.power_limit_w <= 0:
+            raise BadInput(f"--power-limit must be positive (got {overrides.power_limit_w})")
+        if overrides.power_limit_w < gpu.tdp_w:
+            clock = (overrides.power_limit_w / gpu.tdp_w) ** POWER_EXPONENT[0]
+            warnings.append(f"power limit {overrides.power_limit_w:g} W is below the {gpu.tdp_w:g} W TDP: "
+                            f"compute and dequant issue rate scaled to {clock:.0%} of the boost clock "
+                            "(dequant-heavy prefill loses clock first)")
+        assumptions.append(Assumption("power_clock_factor", clock, "fraction", POWER_EXPONENT[1]))
+    link = interconnect.link_for(gpu, overrides.pcie_gen, overrides.pcie_lanes)
+    if gpus > 1:
+        assumptions.append(Assumption("interconnect", f"{link.description}: {link.gbs:.3g} GB/s per direction, "
+                                      f"{link.latency_s * 1e6:g} us latency", "", link.source))
+    o = engine.overhead
+    assumptions.extend([
+        Assumption("kernels_per_layer", o["kernels_per_layer"], "kernels", o.get("kernels_source", "")),
+        Assumption("graph_us_per_kernel", o["graph_us_per_kernel"], "us", o.get("launch_source", "")),
+        Assumption("eager_us_per_kernel", o["eager_us_per_kernel"], "us", o.get("launch_source", "")),
+        Assumption("host_us_per_step", o["host_us_per_step"], "us", o.get("host_source", "")),
+        Assumption("compute_efficiency", efficiency.COMPUTE_EFF[0], "fraction", efficiency.COMPUTE_EFF[1],
+                   calibrated=False),
+    ])
+    model = CostModel(wm, checkpoint.arch, eff, attn_mma, clock, o, engine.allreduce_per_layer, link, bw)
+    allowed, rejected, default_kv = _allowed_kv(engine, explanation, kv_decisions)
+    for dt in allowed:
+        assumptions.append(Assumption(f"kv_bits.{dt.name}", dt.bits, "bits/value", dt.source or engine.kv_source))
+    # speculative method
+    method, note = None, ""
+    name = overrides.spec_method
+    if name is not None:
+        if name not in speculative.METHODS:
+            raise BadInput(f"unknown speculative method '{name}' (have: {', '.join(speculative.METHODS)})")
+        if engine.spec_methods and name not in engine.spec_methods:
+            raise BadInput(f"{engine.engine} does not offer speculative method '{name}' "
+                           f"(has: {', '.join(engine.spec_methods)}; {engine.spec_source})")
+        method = speculative.METHODS[name]
+    elif checkpoint.arch.mtp_layers > 0 and "mtp" in engine.spec_methods:
+        method, note = speculative.METHODS["mtp"], "the checkpoint ships an MTP head"
+    elif "ngram" in engine.spec_methods:
+        method, note = speculative.METHODS["ngram"], "no draft head in the checkpoint: n-gram prompt lookup"
+    acceptance = tuple(overrides.acceptance or ())
+    if any(not 0.0 <= a <= 1.0 for a in acceptance):
+        raise BadInput("--acceptance values must lie in [0, 1]")
+    if method is not None:
+        assumptions.append(Assumption(f"acceptance.{method.name}",
+                                      ",".join(f"{a:g}" for a in (acceptance or method.acceptance(4))) + ("" if acceptance else ",..."),
+                                      "per position", "--acceptance override" if acceptance else method.source))
+    deq = dict(eff.dequant_overhead)
+    return PlanContext(checkpoint, explanation, gpu, gpus, engine, model, vram, allowed, rejected, default_kv,
+                       method, acceptance, overrides, deq, tuple(assumptions), tuple(warnings), note)
+
+
+def mtp_parts(ctx: PlanContext) -> tuple[Part, ...]:
+    return tuple(p for p in ctx.model.weights.parts if p.kind == "mtp")

@@ -1,0 +1,82 @@
+"""Speculative decoding: expected accepted tokens per step from per-position acceptance, the draft
+cost, and verification of k+1 positions in one weight read -> speedup per k.
+
+E[tokens/step](k) = 1 + sum_{j=1..k} prod_{i=1..j} a_i        (a_i: acceptance of position i
+                                                               given positions < i were accepted)
+t(k)  = t_verify(B, k+1 positions) + draft passes x t_draft_pass
+speedup(k) = E(k) x t_step(B) / t(k)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.cost.derived import Derived
+
+
+@dataclass(frozen=True)
+class SpecMethod:
+    name: str
+    first: float          # acceptance of the first draft position
+    decay: float          # a_i = first x decay^(i-1)
+    passes: str           # "k": one draft forward per token (autoregressive) | "1": one block pass | "0"
+    draft: str            # mtp_head | one_layer | two_layers | draft_model | none
+    source: str
+
+    def acceptance(self, k: int) -> tuple[float, ...]:
+        return tuple(min(1.0, self.first * self.decay ** i) for i in range(k))
+
+
+METHODS = {
+    "mtp": SpecMethod("mtp", 0.85, 0.90, "k", "mtp_head",
+                      "DeepSeek-V3 report §5.4.3: 2nd-token acceptance 85-90 %; decay for chained MTP "
+                      "positions is an estimate"),
+    "eagle": SpecMethod("eagle", 0.75, 0.90, "k", "one_layer",
+                        "estimate from EAGLE (Li et al. 2024) chain acceptance ~0.7-0.8 on MT-bench"),
+    "eagle3": SpecMethod("eagle3", 0.80, 0.92, "k", "one_layer",
+                         "estimate from EAGLE-3 (Li et al. 2025): higher acceptance than EAGLE"),
+    "dflash": SpecMethod("dflash", 0.80, 0.90, "1", "two_layers",
+                         "estimate: block drafter, one parallel pass for all k positions"),
+    "ngram": SpecMethod("ngram", 0.50, 0.80, "0", "none",
+                        "estimate: prompt-lookup hits depend on the text (high for edits/code, low for prose)"),
+    "draft_model": SpecMethod("draft_model", 0.70, 0.95, "k", "draft_model",
+                              "estimate: small same-family draft model"),
+}
+DRAFT_MODEL_SHARE = (0.10, "estimate: draft model ~10 % of the target's bytes (override --draft-bytes)")
+K_RANGE = range(1, 9)
+
+
+def expected_tokens(acceptance: tuple[float, ...]) -> float:
+    total, run = 1.0, 1.0
+    for a in acceptance:
+        run *= a
+        total += run
+    return total
+
+
+@dataclass(frozen=True)
+class SpecPoint:
+    k: int
+    expected_tokens: float
+    step_seconds: float
+    speedup: float
+    derived: Derived
+
+
+def evaluate(method: SpecMethod, k: int, acceptance: tuple[float, ...], t_base: float,
+             t_verify: float, t_draft_pass: float) -> SpecPoint:
+    e = expected_tokens(acceptance[:k])
+    passes = {"k": k, "1": 1, "0": 0}[method.passes]
+    t = t_verify + passes * t_draft_pass
+    speedup = e * t_base / t if t > 0 else 0.0
+    return SpecPoint(k, e, t, speedup, Derived(
+        speedup, "x", "E(k) x t_step / (t_verify(k+1) + passes x t_draft)",
+        {"k": k, "E(k)": e, "acceptance": ",".join(f"{a:.3g}" for a in acceptance[:k]),
+         "t_step": t_base, "t_verify": t_verify, "passes": passes, "t_draft": t_draft_pass},
+        method.source))
+
+
+def choose(points: list[SpecPoint], min_gain: float = 1.05) -> int:
+    """The k with the best speedup; 0 when no k beats plain decoding by ``min_gain``."""
+    best = max(points, key=lambda p: p.speedup, default=None)
+    return best.k if best is not None and best.speedup >= min_gain else 0

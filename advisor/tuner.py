@@ -1,0 +1,238 @@
+"""Serve-settings tuner: for a workload profile, choose TP, KV dtype, memory share, chunked-prefill
+size, max batch and draft tokens from the cost model, and keep every option it weighed.
+
+Rules (in this order, each recorded as a trade-off row):
+  TP         the most GPUs that pay: a larger TP must beat the smaller one by 10 % on the objective
+  KV dtype   only dtypes `explain` accepts; must fit the workload's context x concurrency; among
+             those, the best objective, preferring more KV bits within 3 % (quantized KV costs accuracy)
+  share      the engine default; raised (<= 0.95) only when the context would not fit otherwise
+  chunked    the smallest chunk whose prefill time is within 5 % of the fastest (a chunk stalls the
+             other streams' decode while it runs and its activations come out of the KV pool)
+  max batch  latency/context: the workload's concurrency; throughput: the smallest batch within 3 % of
+             the best aggregate that keeps the per-stream floor and fits the context
+  draft k    the k with the best speedup at the chosen batch (0 when none gains 5 %)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from advisor.cost.context import PlanContext, Settings
+from advisor.cost.speculative import choose
+from advisor.cost.workload import Workload
+
+TP_GAIN = 1.10
+KV_SPEED_TOLERANCE = 0.03
+CHUNK_TOLERANCE = 0.05
+BATCH_TOLERANCE = 0.03
+SHARE_MAX = 0.95
+CHUNKS = (2048, 4096, 8192, 16384)
+
+
+@dataclass(frozen=True)
+class Option:
+    knob: str                    # tp | kv_cache_dtype | memory_share | chunked_prefill | max_batch | draft_tokens
+    value: str
+    metrics: dict[str, float | int | str]
+    chosen: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Tuning:
+    settings: Settings
+    options: tuple[Option, ...]
+    notes: tuple[str, ...]
+
+
+def decode_context(w: Workload, ctx: PlanContext) -> int:
+    """Context a decode step sees on average: the prompt plus half the output."""
+    return ctx.overrides.context_tokens or (w.prompt_tokens + w.output_tokens // 2)
+
+
+def _fits(ctx: PlanContext, s: Settings, w: Workload) -> bool:
+    return ctx.budget(s).pool_bytes.value > 0 and ctx.max_context(s, w.concurrency) >= w.context_tokens
+
+
+def _objective(ctx: PlanContext, s: Settings, w: Workload) -> float:
+    c = decode_context(w, ctx)
+    if w.objective == "throughput":
+        b = max(1, min(w.concurrency, ctx.max_concurrency(s, w.context_tokens)))
+        return b / ctx.decode(s, b, c).seconds
+    return 1.0 / ctx.decode(s, max(1, w.concurrency), c).seconds
+
+
+def _base(ctx: PlanContext, w: Workload, tp: int, kv=None) -> Settings:
+    o = ctx.overrides
+    graphs = ctx.engine.cuda_graphs_default if o.cuda_graphs is None else o.cuda_graphs
+    bd = ctx.batch_default()
+    chunked = o.chunked_prefill or int(bd["chunked_prefill"])
+    max_batch = o.max_batch or max(1, w.concurrency)
+    share = o.memory_share or ctx.default_share(chunked, max_batch, tp, graphs).value
+    kv = kv or _fixed_kv(ctx) or ctx.default_kv
+    return Settings(kv, max_batch, share, chunked, tp, o.draft_tokens or 0, graphs)
+
+
+def _fixed_kv(ctx: PlanContext):
+    name = ctx.overrides.kv_cache_dtype
+    return ctx.engine.kv_dtype(name) if name else None
+
+
+def tune(ctx: PlanContext, w: Workload) -> Tuning:
+    o = ctx.overrides
+    options: list[Option] = []
+    notes: list[str] = []
+    heads = ctx.checkpoint.arch.num_attention_heads or 1
+
+    # ---- TP
+    if o.tp:
+        tps = [o.tp]
+    else:
+        tps = [n for n in (1, 2, 4, 8, 16) if n <= ctx.gpus and heads % n == 0] or [1]
+    best_tp, best_val = None, 0.0
+    tp_rows = []
+    for tp in tps:
+        s = _base(ctx, w, tp)
+        fits = _fits(ctx, s, w)
+        val = _objective(ctx, s, w) if ctx.budget(s).pool_bytes.value > 0 else 0.0
+        tp_rows.append((tp, fits, val, ctx.max_context(s, w.concurrency)))
+        if val > 0 and (best_tp is None or (fits and not _fits(ctx, _base(ctx, w, best_tp), w))
+                        or val > best_val * TP_GAIN):
+            best_tp, best_val = tp, val
+    if best_tp is None:
+        best_tp = tps[-1]
+        notes.append(f"the weights do not fit in {ctx.gpus} x {ctx.vram_bytes / 2**30:.0f} GiB at any TP size")
+    for tp, fits, val, mc in tp_rows:
+        options.append(Option("tp", str(tp), {"objective_tok_s": round(val, 2), "max_context": mc,
+                                             "fits_workload": str(fits)}, tp == best_tp,
+                              "" if fits else "context x concurrency does not fit"))
+    tp = best_tp
+
+    # ---- KV dtype
+    fixed = _fixed_kv(ctx)
+    if fixed is not None:
+        candidates = [fixed]
+        if fixed.name in ctx.rejected_kv:
+            notes.append(f"--kv-cache-dtype {fixed.name} is rejected by the attention backend: "
+                         f"{ctx.rejected_kv[fixed.name]}")
+    else:
+        tune_names = set(ctx.engine.kv_tune) | {ctx.default_kv.name}
+        candidates = [dt for dt in ctx.allowed_kv if dt.name in tune_names] or list(ctx.allowed_kv)
+    rows = []
+    for kv in candidates:
+        s = _base(ctx, w, tp, kv)
+        fits = _fits(ctx, s, w)
+        share = s.memory_share
+        if not fits and not o.memory_share and share < SHARE_MAX and ctx.engine.share_default is not None:
+            raised = replace(s, memory_share=SHARE_MAX)
+            if _fits(ctx, raised, w):
+                s, fits = raised, True
+        val = _objective(ctx, s, w) if ctx.budget(s).pool_bytes.value > 0 else 0.0
+        rows.append((kv, s, fits, val, ctx.max_context(s, w.concurrency), ctx.pool_tokens(s)))
+    fitting = [r for r in rows if r[2]] or []
+    if fitting:
+        if w.objective == "context":
+            top = max(r[3] for r in fitting)
+            pool = [r for r in fitting if r[3] >= top * (1 - KV_SPEED_TOLERANCE)]
+        else:
+            top = max(r[3] for r in fitting)
+            pool = [r for r in fitting if r[3] >= top * (1 - KV_SPEED_TOLERANCE)]
+        chosen = max(pool, key=lambda r: (r[0].bits, r[3]))
+    else:
+        chosen = max(rows, key=lambda r: (r[4], r[3]))
+        notes.append(f"no KV dtype holds {w.context_tokens} tokens for {w.concurrency} concurrent requests; "
+                     f"chose the one holding the most ({chosen[4]} tokens per request)")
+    for kv, s, fits, val, mc, pool_t in rows:
+        options.append(Option("kv_cache_dtype", kv.name,
+                              {"kv_pool_tokens": pool_t, "max_context_per_request": mc,
+                               "objective_tok_s": round(val, 2), "bits": kv.bits, "fits_workload": str(fits)},
+                              kv is chosen[0], _kv_note(ctx, kv)))
+    for name, why in ctx.rejected_kv.items():
+        options.append(Option("kv_cache_dtype", name, {}, False, f"rejected by explain: {why}"))
+    s = chosen[1]
+
+    # ---- memory share
+    default_share = _base(ctx, w, tp, s.kv).memory_share
+    options.append(Option("memory_share", f"{default_share:g}", {"max_context_per_request": ctx.max_context(
+        replace(s, memory_share=default_share), w.concurrency)}, s.memory_share == default_share,
+        f"{ctx.engine.share_flag} default ({ctx.engine.share_source})"))
+    if s.memory_share != default_share:
+        options.append(Option("memory_share", f"{s.memory_share:g}",
+                              {"max_context_per_request": ctx.max_context(s, w.concurrency)}, True,
+                              "raised: the workload's context does not fit at the default"))
+
+    # ---- chunked prefill
+    if o.chunked_prefill:
+        chunks = [o.chunked_prefill]
+    else:
+        chunks = sorted({s.chunked_prefill, *CHUNKS})
+    crow = []
+    for c in chunks:
+        sc = replace(s, chunked_prefill=c)
+        if not o.memory_share and ctx.engine.share_default is None:
+            sc = replace(sc, memory_share=ctx.default_share(c, sc.max_batch, tp, sc.cuda_graphs).value)
+        pf = ctx.prefill(sc, w.prompt_tokens)
+        crow.append((c, sc, pf.seconds, _fits(ctx, sc, w) or not chosen[2]))
+    ok = [r for r in crow if r[3]] or crow
+    fastest = min(r[2] for r in ok)
+    pick = min((r for r in ok if r[2] <= fastest * (1 + CHUNK_TOLERANCE)), key=lambda r: r[0])
+    for c, sc, secs, fits in crow:
+        options.append(Option("chunked_prefill", str(c), {"prefill_seconds": round(secs, 4),
+                                                          "kv_pool_tokens": ctx.pool_tokens(sc)},
+                              c == pick[0], "" if fits else "KV pool too small for the workload"))
+    s = pick[1]
+
+    # ---- max batch
+    ctx_tokens = w.context_tokens
+    max_conc = max(1, ctx.max_concurrency(s, ctx_tokens))
+    c = decode_context(w, ctx)
+    if o.max_batch:
+        batch = o.max_batch
+        if batch > max_conc:
+            notes.append(f"--max-batch {batch} exceeds the {max_conc} requests of {ctx_tokens} tokens the KV "
+                         "pool holds: requests will queue or be preempted")
+    elif w.objective == "throughput":
+        cands = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if b <= max_conc} | {min(max_conc, 1024)})
+        brow = []
+        for b in cands:
+            st = ctx.decode(s, b, c)
+            brow.append((b, b / st.seconds, 1.0 / st.seconds))
+        ok = [r for r in brow if r[2] >= w.min_stream_tok_s] or brow[:1]
+        best = max(r[1] for r in ok)
+        batch = min(r[0] for r in ok if r[1] >= best * (1 - BATCH_TOLERANCE))
+        for b, agg, per in brow:
+            options.append(Option("max_batch", str(b), {"aggregate_tok_s": round(agg, 1),
+                                                        "per_stream_tok_s": round(per, 2)}, b == batch,
+                                  "" if per >= w.min_stream_tok_s else f"below the {w.min_stream_tok_s:g} tok/s floor"))
+    else:
+        batch = max(1, min(max_conc, w.concurrency))
+        options.append(Option("max_batch", str(batch), {"max_concurrency_at_context": max_conc}, True,
+                              "the workload's concurrency (capped by the KV pool)"))
+    s = replace(s, max_batch=batch)
+    if not o.memory_share and ctx.engine.share_default is None:
+        s = replace(s, memory_share=ctx.default_share(s.chunked_prefill, batch, tp, s.cuda_graphs).value)
+
+    # ---- draft tokens
+    if o.draft_tokens is not None:
+        s = replace(s, draft_tokens=o.draft_tokens)
+    elif w.speculative and ctx.spec_method is not None:
+        b = max(1, min(w.concurrency, batch))
+        pts = ctx.spec_points(s, b, c)
+        k = choose(pts)
+        for p in pts:
+            options.append(Option("draft_tokens", str(p.k), {"expected_tokens_per_step": round(p.expected_tokens, 3),
+                                                             "speedup": round(p.speedup, 3)}, p.k == k,
+                                  f"{ctx.spec_method.name} at batch {b}"))
+        s = replace(s, draft_tokens=k)
+    else:
+        why = "the workload does not use speculation" if not w.speculative else "no draft method available"
+        options.append(Option("draft_tokens", "0", {}, True, why))
+    return Tuning(s, tuple(options), tuple(notes))
+
+
+def _kv_note(ctx: PlanContext, kv) -> str:
+    if kv.kind in ("nvfp4", "fp4_mx", "int4"):
+        return "4-bit KV: the largest pool, but unpacked on every read (slower under concurrency) and lossy"
+    if kv.kind in ("fp8", "int8", "mxfp8"):
+        return "8-bit KV: twice the BF16 pool; small accuracy cost"
+    return "16-bit KV: exact, smallest pool"

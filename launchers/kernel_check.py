@@ -1,0 +1,138 @@
+"""Kernel check: what the engine logged at start-up vs what `explain` predicted, and the KV pool vs
+the plan.
+
+Parsed lines (exact text from engine logs):
+  vLLM   "Using FLASHINFER attention backend out of potential backends: [...]"
+         "Using 'MARLIN' NvFp4 MoE backend out of potential backends: [...]"  / "Using 'MARLIN' WNA16 MoE backend."
+         "Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM", "Using %s for mixed-precision linear"
+         the Marlin FP4/FP8 weight-only warnings (vllm-kernel-selection.md §2)
+         "GPU KV cache size: 686,320 tokens", "Available KV cache memory: 52.36 GiB"
+  SGLang "max_total_num_tokens=..." (scheduler.py L1268-1276@0.5.23)
+  FastLLM "FastLLM NVFP4 Marlin: repacked ..." (needs FASTLLM_CUDA_NVFP4_MARLIN_TRACE=1)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from advisor.kernel_path.model import Explanation
+
+_RULES = (  # (layer class, regex, group with the kernel name)
+    ("attention_kv", re.compile(r"Using (?:AttentionBackendEnum\.)?([A-Z0-9_]+) (?:attention )?backend(?: out of|\.)"), 1),
+    ("moe_experts", re.compile(r"Using '([A-Za-z0-9_]+)' \S+ MoE backend"), 1),
+    ("dense_linear", re.compile(r"Using ([A-Za-z0-9_]+Kernel) for (?!MMEncoder)"), 1),
+    ("dense_linear", re.compile(r"Using ([A-Za-z0-9_]+) for mixed-precision linear"), 1),
+    ("dense_linear", re.compile(r"(Weight-only FP4 compression) will be used leveraging the Marlin kernel"), 1),
+    ("dense_linear", re.compile(r"(Weight-only FP8 compression) will be used leveraging the Marlin kernel"), 1),
+    ("dense_linear", re.compile(r"NVFP4 linear falling back to the slow and unoptimized (emulation) backend"), 1),
+    ("dense_linear", re.compile(r"FastLLM NVFP4 (Marlin): repacked"), 1),
+)
+_MARLIN_ALIASES = {"weightonlyfp4compression": "marlin", "weightonlyfp8compression": "marlin"}
+_KV_TOKENS = (
+    re.compile(r"GPU KV cache size: ([\d,]+) tokens"),
+    re.compile(r"max_total_num_tokens=(\d+)"),
+)
+_KV_GIB = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+_NOISE = ("linearkernel", "kernel", "backend", "moe", "nvfp4", "fp4", "fp8", "linear")
+
+
+@dataclass(frozen=True)
+class Observed:
+    kernels: dict                        # layer class -> tuple of kernel names, in log order
+    kv_tokens: int | None
+    kv_gib: float | None
+    lines: dict                          # layer class -> first matching line
+
+
+def parse_log(lines) -> Observed:
+    kernels: dict[str, list[str]] = {}
+    first: dict[str, str] = {}
+    kv_tokens = kv_gib = None
+    for line in lines:
+        for cls, rx, g in _RULES:
+            m = rx.search(line)
+            if m:
+                name = m.group(g)
+                if name not in kernels.setdefault(cls, []):
+                    kernels[cls].append(name)
+                first.setdefault(cls, line.strip())
+        for rx in _KV_TOKENS:
+            m = rx.search(line)
+            if m:
+                kv_tokens = (kv_tokens or 0) + int(m.group(1).replace(",", ""))  # one line per engine core
+        m = _KV_GIB.search(line)
+        if m and kv_gib is None:
+            kv_gib = float(m.group(1))
+    return Observed({k: tuple(v) for k, v in kernels.items()}, kv_tokens, kv_gib, first)
+
+
+def norm(name: str | None) -> str:
+    n = re.sub(r"[^a-z0-9]", "", (name or "").lower())
+    n = _MARLIN_ALIASES.get(n, n)
+    for noise in _NOISE:
+        if n.endswith(noise) and len(n) > len(noise):
+            n = n[: -len(noise)]
+    return n
+
+
+def same_kernel(predicted: str | None, observed: str) -> bool:
+    a, b = norm(predicted), norm(observed)
+    if not a or not b:
+        return False
+    return a == b or a.startswith(b) or b.startswith(a)
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    layer_class: str
+    predicted: str | None
+    observed: tuple[str, ...]
+    status: str                          # "match" | "mismatch" | "not logged"
+    line: str | None
+
+    @property
+    def mark(self) -> str:
+        return {"match": "✓", "mismatch": "✗", "observed": "·"}.get(self.status, "?")
+
+
+@dataclass(frozen=True)
+class KvCheck:
+    predicted_tokens: int | None
+    observed_tokens: int | None
+
+    @property
+    def error_pct(self) -> float | None:
+        p, o = self.predicted_tokens, self.observed_tokens
+        return (o - p) / p * 100.0 if p and o is not None else None
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    rows: tuple[CheckRow, ...]
+    kv: KvCheck
+    observed: Observed
+
+    @property
+    def mismatches(self) -> tuple[CheckRow, ...]:
+        return tuple(r for r in self.rows if r.status == "mismatch")
+
+
+def check(lines, explanation: Explanation | None = None, predicted_kv_tokens: int | None = None) -> KernelCheck:
+    obs = parse_log(lines)
+    rows = []
+    decisions = explanation.decisions if explanation else ()
+    classes = [d.layer_class for d in decisions] or list(obs.kernels)
+    for d_cls in dict.fromkeys(classes):
+        pred = next((d.kernel for d in decisions if d.layer_class == d_cls), None)
+        seen = obs.kernels.get(d_cls, ())
+        if not seen:
+            status = "not logged"
+        elif pred is None:
+            status = "not logged" if not decisions else "mismatch"
+        else:
+            status = "match" if any(same_kernel(pred, o) for o in seen) else "mismatch"
+        if not decisions:
+            status = "observed" if seen else "not logged"
+        rows.append(CheckRow(d_cls, pred, seen, status, obs.lines.get(d_cls)))
+    return KernelCheck(tuple(rows), KvCheck(predicted_kv_tokens, obs.kv_tokens), obs)
