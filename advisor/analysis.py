@@ -1,14 +1,13 @@
 """The whole chain in one call: checkpoint -> kernel path -> cost, for one GPU selection.
 
-Used by the TUI, the report builder and the launcher so that none of them re-implements the
-chain. Pure apart from reading the checkpoint's config/headers (inspect) and the calibration file
-(when present); every stage's failure is kept as a one-line error so a view can still show the
-stages that worked.
+Used by the `plan` command, the TUI and the report builder so that none of them re-implements the
+chain. Pure apart from reading the checkpoint's config/headers (inspect) and profile files; each
+stage's failure is kept as a one-line error so a view can still show the stages that worked.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from advisor.errors import AdvisorError
@@ -31,6 +30,7 @@ class Analysis:
     checkpoint: Any = None             # CheckpointInfo
     explanation: Any = None            # Explanation
     plan: Any = None                   # Plan
+    options: Any = None                # InstallOptions used by explain
     errors: dict[str, str] = field(default_factory=dict)   # stage -> one-line error
 
     @property
@@ -38,11 +38,59 @@ class Analysis:
         return not self.errors
 
 
+def kv_decisions(checkpoint, gpu, gpus, engine, version, names, options=None):
+    """explain's attention decision for each KV dtype the tuner may pick (by engine flag value),
+    so the tuner never recommends a KV dtype the attention backend rejects."""
+    from advisor.kernel_path.explain import explain
+    from advisor.kernel_path.model import LayerDecision
+    from advisor.kernel_path.options import InstallOptions
+
+    base = options or InstallOptions()
+    out = {}
+    for name in names:
+        try:
+            ex = explain(checkpoint, gpu, gpus=gpus, engine=engine, version=version,
+                         options=replace(base, kv_cache_dtype=name))
+        except AdvisorError as err:
+            out[name] = LayerDecision("attention_kv", ("attention",), "KV", f"KV {name}", None, "none", "bf16",
+                                      "none", False, (), error=f"no rule in explain: {err}")
+            continue
+        for d in ex.decisions:
+            if d.layer_class == "attention_kv":
+                out[name] = d
+    return out
+
+
+def explain_and_plan(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", version: str | None = None,
+                     workload: Any = "interactive", workloads_file: str | None = None, overrides: Any = None,
+                     calibration: Any = None, options: Any = None):
+    """Explain the kernel path, then cost it and tune the settings. Returns (explanation, plan)."""
+    from advisor.cost.engine_profile import load_engine_memory
+    from advisor.cost.plan import make_plan
+    from advisor.cost.workload import get_workload
+    from advisor.kernel_path.explain import explain
+    from advisor.kernel_path.options import InstallOptions
+
+    from advisor.cost.overrides import Overrides
+
+    if isinstance(workload, str):
+        workload = get_workload(workload, workloads_file)
+    overrides = overrides or Overrides()
+    if options is None:
+        options = InstallOptions(kv_cache_dtype=getattr(overrides, "kv_cache_dtype", None),
+                                 tp=getattr(overrides, "tp", None))
+    eng = load_engine_memory(engine)
+    explanation = explain(checkpoint, gpu, gpus=gpus, engine=engine, version=version, options=options)
+    names = [options.kv_cache_dtype] if options.kv_cache_dtype else list(eng.kv_tune)
+    kvd = kv_decisions(checkpoint, gpu, gpus, engine, version, names, options)
+    plan = make_plan(checkpoint, explanation, gpu, gpus=gpus, workload=workload, overrides=overrides,
+                     calibration=calibration, kv_decisions=kvd, engine_memory=eng)
+    return explanation, plan
+
+
 def analyze(sel: Selection, *, options: Any = None, overrides: Any = None, gpu: Any = None,
-            checkpoint: Any = None) -> Analysis:
+            checkpoint: Any = None, calibration: Any = None, use_calibration: bool = True) -> Analysis:
     """Run inspect -> explain -> plan. ``gpu``/``checkpoint`` skip the lookups when given."""
-    errors: dict[str, str] = {}
-    explanation = plan = None
     try:
         if gpu is None:
             from advisor.gpu_table import get_gpu
@@ -57,30 +105,23 @@ def analyze(sel: Selection, *, options: Any = None, overrides: Any = None, gpu: 
             checkpoint = inspect_checkpoint(sel.checkpoint)
     except AdvisorError as err:
         return Analysis(sel, gpu=gpu, errors={"inspect": str(err)})
-    try:
-        from advisor.kernel_path.explain import explain
-
-        kwargs = {"gpus": sel.gpus, "engine": sel.engine, "version": sel.engine_version}
-        if options is not None:
-            kwargs["options"] = options
-        explanation = explain(checkpoint, gpu, **kwargs)
-    except AdvisorError as err:
-        errors["explain"] = str(err)
-    if explanation is not None:
-        try:
-            from advisor.cost.plan import make_plan
-
-            plan = make_plan(checkpoint, explanation, gpu, gpus=sel.gpus, workload=sel.workload,
-                             overrides=overrides, calibration=_calibration(gpu))
-        except AdvisorError as err:
-            errors["plan"] = str(err)
-    return Analysis(sel, gpu=gpu, checkpoint=checkpoint, explanation=explanation, plan=plan,
-                    errors=errors)
-
-
-def _calibration(gpu: Any) -> Any:
-    try:
+    if calibration is None and use_calibration:
         from advisor.calibration import load_calibration
-    except ImportError:
-        return None
-    return load_calibration(gpu.id)
+
+        calibration = load_calibration(gpu.id)
+    try:
+        explanation, plan = explain_and_plan(
+            checkpoint, gpu, gpus=sel.gpus, engine=sel.engine, version=sel.engine_version,
+            workload=sel.workload, overrides=overrides, calibration=calibration, options=options)
+    except AdvisorError as err:
+        # Keep what explain alone can still say (e.g. the plan failed on memory, not the path).
+        try:
+            from advisor.kernel_path.explain import explain
+
+            kw = {"options": options} if options is not None else {}
+            explanation = explain(checkpoint, gpu, gpus=sel.gpus, engine=sel.engine, version=sel.engine_version, **kw)
+            return Analysis(sel, gpu=gpu, checkpoint=checkpoint, explanation=explanation, options=options,
+                            errors={"plan": str(err)})
+        except AdvisorError as err2:
+            return Analysis(sel, gpu=gpu, checkpoint=checkpoint, options=options, errors={"explain": str(err2)})
+    return Analysis(sel, gpu=gpu, checkpoint=checkpoint, explanation=explanation, plan=plan, options=options)

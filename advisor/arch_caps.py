@@ -11,6 +11,8 @@ all (``known=False``) rather than a guess.
 
 from __future__ import annotations
 
+from advisor.yamlio import safe_load
+
 import functools
 import re
 from dataclasses import dataclass
@@ -147,7 +149,7 @@ def _load(path: str, _mtime_ns: int) -> tuple[dict[tuple[int, int], tuple[dict, 
     import yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
         raise BadInput(f"cannot read arch table: {err.strerror or err}", path=path) from None
     except yaml.YAMLError as err:

@@ -12,6 +12,8 @@ ignoring memory-size tokens ("RTX 3060" -> "RTX 3060 12GB") when that leaves one
 
 from __future__ import annotations
 
+from advisor.yamlio import safe_load
+
 import difflib
 import functools
 import re
@@ -198,7 +200,7 @@ def _load_cached(path: str, _mtime_ns: int) -> tuple[tuple[GpuSpec, ...], dict[s
     except OSError as err:
         raise BadInput(f"cannot read GPU table: {err.strerror or err}", path=path) from None
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""

@@ -45,13 +45,27 @@ class Tuning:
     notes: tuple[str, ...]
 
 
+def effective_workload(ctx: PlanContext, w: Workload) -> tuple[Workload, str]:
+    """The workload with its context capped at the model's maximum (and the prompt with it)."""
+    limit = ctx.checkpoint.arch.max_position_embeddings
+    if not limit or w.context_tokens <= limit:
+        return w, ""
+    prompt = min(w.prompt_tokens, max(1, limit - w.output_tokens))
+    return (replace(w, context_tokens=limit, prompt_tokens=prompt),
+            f"the model's maximum context is {limit:,} tokens: the workload's {w.context_tokens:,}-token "
+            f"context is capped to it")
+
+
 def decode_context(w: Workload, ctx: PlanContext) -> int:
     """Context a decode step sees on average: the prompt plus half the output."""
     return ctx.overrides.context_tokens or (w.prompt_tokens + w.output_tokens // 2)
 
 
 def _fits(ctx: PlanContext, s: Settings, w: Workload) -> bool:
-    return ctx.budget(s).pool_bytes.value > 0 and ctx.max_context(s, w.concurrency) >= w.context_tokens
+    """Latency/context workloads need context x concurrency; throughput needs one full context
+    (the batch then grows as far as the pool allows)."""
+    streams = 1 if w.objective == "throughput" else w.concurrency
+    return ctx.budget(s).pool_bytes.value > 0 and ctx.max_context(s, streams) >= w.context_tokens
 
 
 def _objective(ctx: PlanContext, s: Settings, w: Workload) -> float:
@@ -104,7 +118,7 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
         notes.append(f"the weights do not fit in {ctx.gpus} x {ctx.vram_bytes / 2**30:.0f} GiB at any TP size")
     for tp, fits, val, mc in tp_rows:
         options.append(Option("tp", str(tp), {"objective_tok_s": round(val, 2), "max_context": mc,
-                                             "fits_workload": str(fits)}, tp == best_tp,
+                                             "fits_workload": fits}, tp == best_tp,
                               "" if fits else "context x concurrency does not fit"))
     tp = best_tp
 
@@ -131,12 +145,8 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
         rows.append((kv, s, fits, val, ctx.max_context(s, w.concurrency), ctx.pool_tokens(s)))
     fitting = [r for r in rows if r[2]] or []
     if fitting:
-        if w.objective == "context":
-            top = max(r[3] for r in fitting)
-            pool = [r for r in fitting if r[3] >= top * (1 - KV_SPEED_TOLERANCE)]
-        else:
-            top = max(r[3] for r in fitting)
-            pool = [r for r in fitting if r[3] >= top * (1 - KV_SPEED_TOLERANCE)]
+        top = max(r[3] for r in fitting)
+        pool = [r for r in fitting if r[3] >= top * (1 - KV_SPEED_TOLERANCE)]
         chosen = max(pool, key=lambda r: (r[0].bits, r[3]))
     else:
         chosen = max(rows, key=lambda r: (r[4], r[3]))
@@ -145,21 +155,11 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     for kv, s, fits, val, mc, pool_t in rows:
         options.append(Option("kv_cache_dtype", kv.name,
                               {"kv_pool_tokens": pool_t, "max_context_per_request": mc,
-                               "objective_tok_s": round(val, 2), "bits": kv.bits, "fits_workload": str(fits)},
+                               "objective_tok_s": round(val, 2), "bits": kv.bits, "fits_workload": fits},
                               kv is chosen[0], _kv_note(ctx, kv)))
     for name, why in ctx.rejected_kv.items():
         options.append(Option("kv_cache_dtype", name, {}, False, f"rejected by explain: {why}"))
     s = chosen[1]
-
-    # ---- memory share
-    default_share = _base(ctx, w, tp, s.kv).memory_share
-    options.append(Option("memory_share", f"{default_share:g}", {"max_context_per_request": ctx.max_context(
-        replace(s, memory_share=default_share), w.concurrency)}, s.memory_share == default_share,
-        f"{ctx.engine.share_flag} default ({ctx.engine.share_source})"))
-    if s.memory_share != default_share:
-        options.append(Option("memory_share", f"{s.memory_share:g}",
-                              {"max_context_per_request": ctx.max_context(s, w.concurrency)}, True,
-                              "raised: the workload's context does not fit at the default"))
 
     # ---- chunked prefill
     if o.chunked_prefill:
@@ -211,6 +211,23 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     s = replace(s, max_batch=batch)
     if not o.memory_share and ctx.engine.share_default is None:
         s = replace(s, memory_share=ctx.default_share(s.chunked_prefill, batch, tp, s.cuda_graphs).value)
+    if not o.max_batch:
+        # the batch itself reserves memory (sampler logits, graphs): keep it within what then fits
+        s = replace(s, max_batch=max(1, min(batch, ctx.max_concurrency(s, ctx_tokens))))
+
+    # ---- memory share (after chunk and batch: SGLang derives its default from both)
+    default_share = ctx.default_share(s.chunked_prefill, s.max_batch, tp, s.cuda_graphs).value
+    if o.memory_share:
+        options.append(Option("memory_share", f"{s.memory_share:g}", {"max_context_per_request": ctx.max_context(
+            s, w.concurrency)}, True, "fixed by --memory-share"))
+    else:
+        options.append(Option("memory_share", f"{default_share:g}", {"max_context_per_request": ctx.max_context(
+            replace(s, memory_share=default_share), w.concurrency)}, s.memory_share == default_share,
+            f"{ctx.engine.share_flag} default ({ctx.engine.share_source})"))
+        if s.memory_share != default_share:
+            options.append(Option("memory_share", f"{s.memory_share:g}",
+                                  {"max_context_per_request": ctx.max_context(s, w.concurrency)}, True,
+                                  "raised: the workload's context does not fit at the default"))
 
     # ---- draft tokens
     if o.draft_tokens is not None:
@@ -218,11 +235,13 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     elif w.speculative and ctx.spec_method is not None:
         b = max(1, min(w.concurrency, batch))
         pts = ctx.spec_points(s, b, c)
-        k = choose(pts)
+        k = choose(pts) if ctx.spec_auto else 0
         for p in pts:
             options.append(Option("draft_tokens", str(p.k), {"expected_tokens_per_step": round(p.expected_tokens, 3),
                                                              "speedup": round(p.speedup, 3)}, p.k == k,
                                   f"{ctx.spec_method.name} at batch {b}"))
+        if not ctx.spec_auto:
+            options.append(Option("draft_tokens", "0", {}, True, ctx.spec_note))
         s = replace(s, draft_tokens=k)
     else:
         why = "the workload does not use speculation" if not w.speculative else "no draft method available"

@@ -6,6 +6,8 @@ Stored as YAML in the user's config dir (platformdirs). A corrupt or unreadable 
 
 from __future__ import annotations
 
+from advisor.yamlio import safe_load
+
 import dataclasses
 import os
 import tempfile
@@ -51,7 +53,7 @@ def load_state(path: Path | None = None) -> UserState:
 
     path = path or state_path()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, ValueError, yaml.YAMLError):
         return UserState()
     if not isinstance(raw, dict):

@@ -84,6 +84,7 @@ class StreamResult:
     prompt_tokens: int | None
     done_marker: bool                    # saw `data: [DONE]`
     model: str | None                    # model name the server answered with
+    t0: float = 0.0                      # perf_counter when the request was sent (arrivals are relative)
 
     @property
     def chunks(self) -> int:
@@ -137,24 +138,24 @@ class Client:
             self.model = "default"
         return self.model
 
-    def body(self, prompt: str, max_tokens: int) -> dict:
+    def body(self, prompt: str, max_tokens: int, minimal: bool) -> dict:
         b = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
              "temperature": 0, "stream": True}
-        if not self.minimal:
+        if not minimal:
             b["stream_options"] = {"include_usage": True}
             b["ignore_eos"] = True              # fixed output length where the engine supports it
         return b
 
     async def stream(self, http: httpx.AsyncClient, prompt: str, max_tokens: int) -> StreamResult:
-        for attempt in range(2):
-            res = await self._stream_once(http, prompt, max_tokens)
-            if res is not None:
-                return res
-            self.minimal = True                 # the server rejected the extras: retry plain
-            self.notes.add("server rejected ignore_eos/stream_options: output length may stop at EOS")
-        return StreamResult(False, "server rejected the request", None, 0.0, (), None, None, False, None)
+        res = await self._stream_once(http, prompt, max_tokens, self.minimal)
+        if res is None:                         # the server rejected the extras: plain requests from now on
+            if not self.minimal:
+                self.minimal = True
+                self.notes.add("server rejected ignore_eos/stream_options: output length may stop at EOS")
+            res = await self._stream_once(http, prompt, max_tokens, True)
+        return res
 
-    async def _stream_once(self, http, prompt, max_tokens) -> StreamResult | None:
+    async def _stream_once(self, http, prompt, max_tokens, minimal: bool) -> StreamResult | None:
         clock = time.perf_counter
         arrivals: list[float] = []
         usage = prompt_toks = model = None
@@ -162,8 +163,8 @@ class Client:
         t0 = clock()
         try:
             async with http.stream("POST", self.base_url + "/v1/chat/completions",
-                                   json=self.body(prompt, max_tokens)) as r:
-                if r.status_code in (400, 422) and not self.minimal:
+                                   json=self.body(prompt, max_tokens, minimal)) as r:
+                if r.status_code in (400, 422) and not minimal:
                     await r.aread()
                     return None
                 if r.status_code != 200:
@@ -199,7 +200,7 @@ class Client:
         e2e = clock() - t0
         if not arrivals:
             return StreamResult(False, "the stream carried no content", None, e2e, (), usage, prompt_toks, done, model)
-        return StreamResult(True, None, arrivals[0], e2e, tuple(arrivals), usage, prompt_toks, done, model)
+        return StreamResult(True, None, arrivals[0], e2e, tuple(arrivals), usage, prompt_toks, done, model, t0)
 
 
 # ---------------------------------------------------------------- the suite

@@ -76,11 +76,20 @@ def norm(name: str | None) -> str:
     return n
 
 
+def _names(text: str | None) -> list[str]:
+    """'MARLIN (MarlinExperts)' -> ['marlin', 'marlinexperts']: rule files name a backend and its class."""
+    if not text:
+        return []
+    head, _, rest = text.partition("(")
+    return [n for n in (norm(head), norm(rest.rstrip(")"))) if n]
+
+
 def same_kernel(predicted: str | None, observed: str) -> bool:
-    a, b = norm(predicted), norm(observed)
-    if not a or not b:
-        return False
-    return a == b or a.startswith(b) or b.startswith(a)
+    for a in _names(predicted):
+        for b in _names(observed):
+            if a == b or a.startswith(b) or b.startswith(a):
+                return True
+    return False
 
 
 @dataclass(frozen=True)

@@ -69,29 +69,56 @@ class ServeSettings:
     def secrets(self) -> tuple[str, ...]:
         return (self.api_key,) if self.api_key else ()
 
+    def to_json(self) -> dict:
+        """JSON form (advisor.jsonout): the API key never leaves as plain text."""
+        from dataclasses import fields
+
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["api_key"] = REDACTED if self.api_key else None
+        return d
+
     def redacted(self) -> "ServeSettings":
         return replace(self, api_key=REDACTED) if self.api_key else self
 
 
+def _get(obj, name, default=None):
+    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
+
+
 def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSettings:
-    """Map a ``advisor.cost.plan.Plan`` recommendation onto ServeSettings (duck-typed, read-only)."""
-    rec = getattr(plan, "recommendation", plan)
-    draft = getattr(rec, "draft_tokens", None)
+    """ServeSettings from an ``advisor.cost.plan.Plan`` (or its ``to_json()`` dict): the recommendation's
+    KV dtype (engine spelling), max batch, memory share, chunked prefill, TP, CUDA graphs and
+    speculative method / draft tokens. ``overrides`` win (model path, port, draft model, ...)."""
+    rec = _get(plan, "recommendation", plan)
+    draft = _get(rec, "draft_tokens") or 0
+    method = _get(rec, "speculative_method")
     spec = None
-    if draft:
-        method = getattr(rec, "spec_method", None) or getattr(rec, "speculative_method", None) or "mtp"
-        spec = Speculative(method=method, draft_tokens=int(draft), draft_model=getattr(rec, "draft_model", None))
-    chunked = getattr(rec, "chunked_prefill", None)
-    if isinstance(chunked, bool):
-        chunked = None if chunked else 0
+    if draft and method:
+        m = str(method).lower()
+        m = "mtp" if m.endswith("mtp") or m == "nextn" else m
+        spec = Speculative(method=m, draft_tokens=int(draft), draft_model=overrides.pop("draft_model", None))
+    chunked = _get(rec, "chunked_prefill")
     values = dict(
         engine=engine, model=model,
-        kv_cache_dtype=getattr(rec, "kv_cache_dtype", None) or "auto",
-        max_batch=getattr(rec, "max_batch", None),
-        memory_share=getattr(rec, "memory_share", None),
-        chunked_prefill=chunked,
-        tp=getattr(rec, "tp", None) or 1,
+        kv_cache_dtype=_get(rec, "kv_cache_dtype") or "auto",
+        max_batch=_get(rec, "max_batch"),
+        memory_share=_get(rec, "memory_share"),
+        chunked_prefill=None if chunked is None or chunked < 0 else int(chunked),
+        tp=_get(rec, "tp") or 1,
+        cuda_graphs=bool(_get(rec, "cuda_graphs", True)),
         speculative=spec,
     )
+    overrides.pop("draft_model", None)
     values.update(overrides)
     return ServeSettings(**values)
+
+
+def predicted_kv_tokens(plan) -> int | None:
+    """The plan's KV pool (tokens) for the KV dtype it recommends."""
+    preds = _get(plan, "predictions")
+    rec = _get(plan, "recommendation")
+    pools = _get(preds, "kv_pool_tokens") if preds is not None else None
+    if not pools or rec is None:
+        return None
+    v = pools.get(_get(rec, "kv_cache_dtype"))
+    return int(v) if isinstance(v, (int, float)) else None

@@ -242,13 +242,13 @@ class Server:
             rc = self.proc.poll()
             if rc is not None:
                 self._drain()
-                raise self._failure(f"{self.engine} exited with status {rc} before it was ready", rc)
+                raise self.failure(f"{self.engine} exited with status {rc} before it was ready", rc)
             with self._lock:
                 fatal = [f for f in self.findings if f.fatal]
             if fatal:
                 fatal_since = fatal_since or time.monotonic()
                 if fatal_since and time.monotonic() - fatal_since > fatal_grace_s:
-                    raise self._failure(f"{self.engine} reported: {fatal[0].cause}", None)
+                    raise self.failure(f"{self.engine} reported: {fatal[0].cause}", None)
             result = probe(self.engine, s.base_url, api_key=s.api_key, timeout_s=min(2.0, poll_s * 4))
             fastllm_ready = self.engine == "fastllm" and any('"startup.ready"' in e for e in self.events)
             if (result.ok or fastllm_ready) and not fatal and self.listener_is_ours() is not False:
@@ -263,7 +263,7 @@ class Server:
                 on_progress(Progress(now - self.started_at, phase, tail[0] if tail else "", result.summary,
                                      list(self.events[-3:])))
             if now > deadline:
-                raise self._failure(f"{self.engine} was not ready after {timeout_s:.0f} s "
+                raise self.failure(f"{self.engine} was not ready after {timeout_s:.0f} s "
                                     f"(last probe: {result.summary})", None, timeout=True)
             time.sleep(poll_s)
 
@@ -271,7 +271,8 @@ class Server:
         if self._reader:
             self._reader.join(timeout=3.0)
 
-    def _failure(self, message: str, rc: int | None, timeout: bool = False) -> ServerFailed:
+    def failure(self, message: str, rc: int | None, timeout: bool = False) -> ServerFailed:
+        """A ServerFailed carrying the diagnosis of everything logged so far."""
         with self._lock:
             lines = list(self.lines)
         findings = diagnose(self.engine, lines, rc)

@@ -25,6 +25,7 @@ class Prediction:
     concurrency: int | None
     kv_tokens: int | None
     source: str
+    aggregate_table: tuple[tuple[int, float], ...] = ()   # plan: (batch, tok/s) pairs
 
 
 @dataclass(frozen=True)
@@ -84,16 +85,40 @@ def load_prediction(path: str | Path) -> Prediction:
     except ValueError as err:
         raise BadInput(f"not JSON: {err}", path=str(p)) from None
     try:
+        if isinstance(doc, dict) and isinstance(doc.get("predictions"), dict) and "decode_tok_s" in doc["predictions"]:
+            return _from_plan(doc, str(p))
         dec = _band(_find(doc, "decode_tokens_per_s"))
         agg = _band(_find(doc, "aggregate_tokens_per_s"))
         conc = _find(doc, "concurrency")
         kv = _find(doc, "kv_cache_tokens")
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, AttributeError) as err:
         raise BadInput(str(err), path=str(p)) from None
     if dec is None and agg is None:
         raise BadInput("no decode_tokens_per_s or aggregate_tokens_per_s prediction in the file", path=str(p))
     return Prediction(dec, agg, int(conc) if isinstance(conc, (int, float)) else None,
                       int(kv) if isinstance(kv, (int, float)) else None, str(p))
+
+
+def _from_plan(doc: dict, source: str) -> Prediction:
+    """A `plan --json` document: predictions.decode_tok_s, decode_aggregate_tok_s {batch: tok/s},
+    kv_pool_tokens {kv dtype: tokens} for recommendation.kv_cache_dtype."""
+    from launchers.settings import predicted_kv_tokens
+
+    preds = doc["predictions"]
+    dec = _band(preds.get("decode_tok_s"))
+    agg_table = {int(k): v for k, v in (preds.get("decode_aggregate_tok_s") or {}).items() if v is not None}
+    conc = max(agg_table) if agg_table else None
+    agg = _band(agg_table[conc]) if conc and conc > 1 else None
+    return Prediction(dec, agg, conc if agg else None, predicted_kv_tokens(doc), source,
+                      tuple(sorted(agg_table.items())))
+
+
+def aggregate_for(prediction: Prediction, concurrency: int) -> Band | None:
+    """The predicted aggregate band at exactly ``concurrency`` streams (None when not predicted)."""
+    table = dict(prediction.aggregate_table)
+    if concurrency in table:
+        return _band(table[concurrency])
+    return prediction.aggregate_tps if prediction.concurrency == concurrency else None
 
 
 def judge(metric: str, measured: float | None, band: Band | None, *, kernel_check=None,

@@ -46,7 +46,7 @@ def num_experts(cfg: dict) -> int:
 
 
 def top_k(cfg: dict) -> int:
-    return _int(_first(cfg, "num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k",
+    return _int(_first(cfg, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts", "moe_top_k",
                        "num_selected_experts"))
 
 
@@ -58,6 +58,8 @@ def _moe_layer(cfg: dict, i: int) -> bool:
     freq = cfg.get("moe_layer_freq")
     if isinstance(freq, list):
         return bool(freq[i]) if i < len(freq) else True
+    if _int(cfg.get("interleave_moe_layer_step")) > 1:  # Llama 4 Maverick: every step-th layer is MoE
+        return (i + 1) % _int(cfg["interleave_moe_layer_step"]) == 0
     if "decoder_sparse_step" in cfg:  # Qwen2/3-MoE: (i + 1) % step == 0
         step = _int(cfg.get("decoder_sparse_step"), 1) or 1
         return (i + 1) % step == 0
@@ -66,9 +68,17 @@ def _moe_layer(cfg: dict, i: int) -> bool:
     return i >= first_dense and i % step == 0
 
 
+MAX_LAYERS = 10_000   # far above any real model; guards the per-layer loops against absurd configs
+
+
 def layer_kinds(config: dict) -> list[LayerKind]:
     cfg = text_config(config)
     n = _int(cfg.get("num_hidden_layers"))
+    pattern_len = max(len(cfg.get("hybrid_override_pattern") or "") if isinstance(
+        cfg.get("hybrid_override_pattern"), str) else 0, len(cfg.get("layers_block_type") or [])
+        if isinstance(cfg.get("layers_block_type"), list) else 0)
+    if max(n, pattern_len) > MAX_LAYERS:
+        raise ValueError(f"num_hidden_layers={max(n, pattern_len)} is implausible (> {MAX_LAYERS})")
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str) and pattern:
         # Nemotron-H: one character per layer, M=Mamba2, *=attention, -=MLP, E=MoE.
@@ -76,6 +86,16 @@ def layer_kinds(config: dict) -> list[LayerKind]:
                  "-": LayerKind("none", "dense"), "E": LayerKind("none", "moe")}
         return [kinds.get(c, LayerKind("none", "none")) for c in pattern]
     mla = _int(cfg.get("kv_lora_rank")) > 0
+    blocks = cfg.get("layers_block_type")
+    if isinstance(blocks, list) and blocks and str(cfg.get("model_type", "")).startswith("nemotron"):
+        kinds = {"mamba": LayerKind("mamba", "none"), "attention": LayerKind("attention", "none"),
+                 "mlp": LayerKind("none", "dense"), "moe": LayerKind("none", "moe")}
+        return [kinds.get(str(b), LayerKind("none", "none")) for b in blocks]
+    lin = cfg.get("linear_attn_config")
+    if isinstance(lin, dict) and isinstance(lin.get("kda_layers"), list):
+        kda = set(lin["kda_layers"])  # 1-based layer numbers (Kimi Linear)
+        return [LayerKind("gdn" if i + 1 in kda else ("mla" if mla else "attention"),
+                          "moe" if _moe_layer(cfg, i) else "dense") for i in range(n)]
     layer_types = cfg.get("layer_types")
     interval = _int(cfg.get("full_attention_interval"))
     use_sw = cfg.get("use_sliding_window", True) is not False and cfg.get("sliding_window") is not None
@@ -149,9 +169,10 @@ def arch_info(config: dict) -> ArchInfo:
         if not shared and shared_size:
             shared = 1
         moe_size = _int(_first(cfg, "moe_intermediate_size", "expert_intermediate_size"))
-        if not moe_size and str(cfg.get("model_type", "")).startswith(("mixtral", "gpt_oss", "llama4")):
-            moe_size = _int(_first(cfg, "intermediate_size_mlp", "intermediate_size")) \
-                if not str(cfg.get("model_type")).startswith("llama4") else _int(cfg.get("intermediate_size"))
+        if not moe_size:  # Mixtral, gpt-oss, Llama 4: experts use intermediate_size
+            moe_size = _int(cfg.get("intermediate_size"))
+        if str(cfg.get("model_type", "")).startswith("llama4") and not shared:
+            shared = 1
         if shared and not shared_size and moe_size:
             shared_size = moe_size * shared
         moe = MoEInfo(num_experts=e, top_k=top_k(cfg), num_shared_experts=shared,
@@ -179,7 +200,7 @@ def arch_info(config: dict) -> ArchInfo:
         architectures=tuple(str(a) for a in archs),
         num_layers=len(kinds),
         hidden_size=_int(cfg.get("hidden_size")),
-        intermediate_size=_int(_first(cfg, "intermediate_size", "ffn_hidden_size")) or None,
+        intermediate_size=_int(_first(cfg, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size")) or None,
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=hd,

@@ -20,6 +20,7 @@ from advisor.checkpoint.quant_config import QuantPlan, build_plan
 from advisor.checkpoint.roles import LINEAR_ROLES, group_name, layer_index, role_of
 from advisor.checkpoint.schemes import (BF16, NO_ACT, is_quantized, scheme_label, stored_bytes)
 from advisor.checkpoint.sources import CheckpointFiles, load
+from advisor.errors import BadInput
 from advisor.checkpoint.tensors import HeaderModule, group_tensors, observe, kv_scale_names
 
 
@@ -45,7 +46,18 @@ class Mod:
 
 def inspect_checkpoint(source: str) -> CheckpointInfo:
     """Classify ``source`` (folder, .safetensors file, hub id ``org/name[@rev]``, ``demo:NAME``)."""
-    return classify(load(source))
+    files = load(source)
+    try:
+        return classify(files)
+    except (TypeError, KeyError, AttributeError, IndexError, ValueError, ZeroDivisionError, RecursionError) as err:
+        # A config whose values have the wrong types or shapes: one line naming the file, never a traceback.
+        raise BadInput(f"cannot interpret the configuration ({type(err).__name__}: {str(err)[:100]})",
+                       path=_config_label(files)) from None
+
+
+def _config_label(files: CheckpointFiles) -> str:
+    src = files.source
+    return f"{src}/config.json" if not src.endswith(".safetensors") else src
 
 
 def classify(files: CheckpointFiles) -> CheckpointInfo:
@@ -171,11 +183,12 @@ def _merge_weight(declared: WeightQuant, seen: WeightQuant) -> WeightQuant:
 def _modules_from_config(config: dict, plan: QuantPlan, arch: ArchInfo, files: CheckpointFiles) -> list[Mod]:
     from advisor.checkpoint.synth import modules_from_config
 
-    raw = repr(plan.raw) if plan.raw else ""
-    uses_lm = "language_model." in raw
+    import json
+
+    raw = json.dumps(plan.raw)[:200_000] if plan.raw else ""
     unq = _unquantized_format(config)
     mods = []
-    for sm in modules_from_config(config, uses_language_model=uses_lm):
+    for sm in modules_from_config(config, quant_text=raw):
         role = role_of(sm.name, arch.num_layers or None)
         spec = plan.spec_for(sm.name, role) if sm.in_f > 1 else None
         if spec is not None and role in ("norm", "conv", "embed"):

@@ -44,6 +44,15 @@ class QuantPlan:
         return self._resolver(name, role)
 
 
+def _str_list(v) -> list[str]:
+    """A list of strings from a config value that should be one (anything else counts as empty)."""
+    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+
+def _num(v, default=None):
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
 # ------------------------------------------------------------------ ModelOpt
 
 _FP8_T = WeightQuant("fp8_e4m3", 8, "tensor")
@@ -62,7 +71,7 @@ _MXFP4_ACT = ActQuant("mxfp4", dynamic=True, granularity="group", group_size=32)
 def modelopt_algo_spec(algo: str, entry: dict) -> tuple[WeightQuant, ActQuant] | None:
     """ModelOpt quant_algo -> formats (quant_utils.py:704-768 and the §5 mapping)."""
     a = algo.upper()
-    gs = entry.get("group_size") if isinstance(entry.get("group_size"), int) else None
+    gs = entry.get("group_size") if _num(entry.get("group_size"), 0) > 0 else None
     if a == "FP8":
         return _FP8_T, _FP8_STATIC
     if a == "FP8_PER_CHANNEL_PER_TOKEN":
@@ -118,7 +127,7 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None) -> QuantPlan:
         q = qcfg
         producer_version = (qcfg.get("producer") or {}).get("version") if isinstance(qcfg.get("producer"), dict) else None
     algo = str(q.get("quant_algo") or qcfg.get("quant_algo") or "").upper()
-    excludes = list(q.get("exclude_modules") or qcfg.get("ignore") or qcfg.get("exclude_modules") or [])
+    excludes = _str_list(q.get("exclude_modules") or qcfg.get("ignore") or qcfg.get("exclude_modules"))
     kv = q.get("kv_cache_quant_algo")
     if kv is None:
         kv = qcfg.get("kv_cache_quant_algo")
@@ -129,7 +138,8 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None) -> QuantPlan:
     if producer_version:
         plan.notes.append(("producer", f"modelopt {producer_version}"))
     layers = q.get("quantized_layers") or qcfg.get("quantized_layers")
-    if algo == "MIXED_PRECISION" or isinstance(layers, dict):
+    layers = layers if isinstance(layers, dict) else None
+    if algo == "MIXED_PRECISION" or layers:
         table: dict[str, tuple[WeightQuant, ActQuant, str]] = {}
         for lname, entry in (layers or {}).items():
             if not isinstance(entry, dict):
@@ -183,8 +193,9 @@ def _check_modelopt_groups(qcfg: dict, table: dict, plan: QuantPlan) -> None:
             continue
         ia = g.get("input_activations")
         declared_a4 = isinstance(ia, dict) and ia.get("num_bits") == 4
-        for t in g.get("targets") or []:
-            hit = table.get(t)
+        targets = g.get("targets")
+        for t in targets if isinstance(targets, list) else []:
+            hit = table.get(t) if isinstance(t, str) else None
             if hit and declared_a4 and hit[1].format == "none":
                 plan.notes.append((
                     "modelopt-config-groups-contradict",
@@ -213,10 +224,10 @@ def _kv_name(kv) -> str | None:
 def ct_weight(args: dict | None, group_format: str | None = None) -> WeightQuant:
     if not isinstance(args, dict):
         return WeightQuant()
-    bits = args.get("num_bits") if isinstance(args.get("num_bits"), int) else 8
-    typ = args.get("type") or "int"
+    bits = args.get("num_bits") if _num(args.get("num_bits"), 0) in range(1, 17) else 8
+    typ = args.get("type") if args.get("type") in ("int", "float") else "int"
     strategy = args.get("strategy")
-    gs = args.get("group_size") if isinstance(args.get("group_size"), int) else None
+    gs = args.get("group_size") if _num(args.get("group_size")) is not None else None
     sym = args.get("symmetric", True)
     block = args.get("block_structure")
     scale_dtype = str(args.get("scale_dtype") or "")
@@ -252,9 +263,9 @@ def _granularity(strategy, gs, block) -> str:
 def ct_act(args: dict | None) -> ActQuant:
     if not isinstance(args, dict):
         return ActQuant()
-    bits = args.get("num_bits") if isinstance(args.get("num_bits"), int) else 8
-    typ = args.get("type") or "int"
-    gs = args.get("group_size") if isinstance(args.get("group_size"), int) else None
+    bits = args.get("num_bits") if _num(args.get("num_bits"), 0) in range(1, 17) else 8
+    typ = args.get("type") if args.get("type") in ("int", "float") else "int"
+    gs = args.get("group_size") if _num(args.get("group_size")) is not None else None
     dyn = args.get("dynamic")
     dynamic = dyn is True or dyn == "local"
     strategy = args.get("strategy")
@@ -289,14 +300,14 @@ def _ct_match(name: str, role: str, target: str) -> bool:
 
 def _ct_plan(qcfg: dict) -> QuantPlan:
     groups = qcfg.get("config_groups") or {}
-    ignore = [i for i in qcfg.get("ignore") or [] if isinstance(i, str)]
+    ignore = _str_list(qcfg.get("ignore"))
     top_format = qcfg.get("format")
     table: list[tuple[str, list[str], WeightQuant, ActQuant]] = []
     for gname, g in groups.items() if isinstance(groups, dict) else ():
         if not isinstance(g, dict):
             continue
         fmt = g.get("format") or (top_format if top_format != "mixed-precision" else None)
-        targets = [t for t in (g.get("targets") or []) if isinstance(t, str)]
+        targets = _str_list(g.get("targets"))
         table.append((gname, targets, ct_weight(g.get("weights"), fmt), ct_act(g.get("input_activations"))))
     plan = QuantPlan(producer="compressed-tensors", quant_method=str(top_format or "compressed-tensors"), raw=qcfg,
                      kv_cache=_kv_name(qcfg.get("kv_cache_scheme")))
@@ -337,7 +348,7 @@ def _not_convert(name: str, patterns) -> bool:
 def _fp8_plan(qcfg: dict) -> QuantPlan:
     block = qcfg.get("weight_block_size")
     scheme = str(qcfg.get("activation_scheme") or "dynamic")
-    if isinstance(block, list) and len(block) == 2:
+    if isinstance(block, list) and len(block) == 2 and all(_num(b, 0) > 0 for b in block):
         w = WeightQuant("fp8_e4m3", 8, "block", block=(int(block[0]), int(block[1])), symmetric=True)
         a = ActQuant("fp8_e4m3", dynamic=scheme != "static",
                      granularity="group" if scheme != "static" else "tensor",
@@ -345,7 +356,7 @@ def _fp8_plan(qcfg: dict) -> QuantPlan:
     else:
         w = WeightQuant("fp8_e4m3", 8, "tensor", symmetric=True)
         a = ActQuant("fp8_e4m3", dynamic=scheme != "static", granularity="token" if scheme != "static" else "tensor")
-    skip = qcfg.get("modules_to_not_convert") or []
+    skip = _str_list(qcfg.get("modules_to_not_convert"))
     plan = QuantPlan(producer="fp8", quant_method="fp8", raw=qcfg, kv_cache=_kv_name(qcfg.get("kv_cache_scheme")))
 
     def resolve(name: str, role: str) -> Spec | None:
@@ -359,9 +370,9 @@ def _fp8_plan(qcfg: dict) -> QuantPlan:
 
 def _gptq_awq_plan(qcfg: dict, method: str) -> QuantPlan:
     bits = qcfg.get("bits", qcfg.get("w_bit", 4))
-    bits = bits if isinstance(bits, int) else 4
+    bits = bits if _num(bits, 0) in range(1, 9) else 4
     gs = qcfg.get("group_size", qcfg.get("q_group_size", 128))
-    gs = gs if isinstance(gs, int) else 128
+    gs = gs if _num(gs) is not None and gs >= -1 else 128
     if method.startswith("awq"):
         sym = not qcfg.get("zero_point", True)
         packing = "int32-8-per-word-awq-order"
@@ -371,7 +382,7 @@ def _gptq_awq_plan(qcfg: dict, method: str) -> QuantPlan:
     fmt = f"int{bits}" if sym else f"uint{bits}"
     w = WeightQuant(fmt, bits, "channel" if gs in (-1, 0) else "group", group_size=None if gs in (-1, 0) else gs,
                     symmetric=sym, packing=packing)
-    skip = list(qcfg.get("modules_to_not_convert") or [])
+    skip = _str_list(qcfg.get("modules_to_not_convert"))
     inside = qcfg.get("modules_in_block_to_quantize")
     flat_inside = None
     if isinstance(inside, list):
@@ -391,7 +402,7 @@ def _gptq_awq_plan(qcfg: dict, method: str) -> QuantPlan:
 
 
 def _bnb_plan(qcfg: dict) -> QuantPlan:
-    skip = list(qcfg.get("llm_int8_skip_modules") or []) + ["lm_head"]
+    skip = _str_list(qcfg.get("llm_int8_skip_modules")) + ["lm_head"]
     if qcfg.get("load_in_8bit") and not qcfg.get("load_in_4bit"):
         # LLM.int8 multiplies int8 x int8 (activations quantized per row, outliers kept in fp16).
         w, a = WeightQuant("int8", 8, "channel", symmetric=True), ActQuant("int8", dynamic=True, granularity="token")
@@ -410,7 +421,7 @@ def _bnb_plan(qcfg: dict) -> QuantPlan:
 
 
 def _mxfp4_plan(qcfg: dict) -> QuantPlan:
-    skip = qcfg.get("modules_to_not_convert") or []
+    skip = _str_list(qcfg.get("modules_to_not_convert"))
     plan = QuantPlan(producer="mxfp4", quant_method="mxfp4", raw=qcfg)
 
     def resolve(name: str, role: str) -> Spec | None:
@@ -438,7 +449,11 @@ def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict
     if not isinstance(qcfg, dict):
         qcfg = None
     method = str((qcfg or {}).get("quant_method") or "").lower()
-    if hf_quant is not None or method.startswith("modelopt"):
+    producer = (qcfg or {}).get("producer")
+    # ModelOpt 0.31 wrote no quant_method into config.json, only quant_algo and producer (§6 E2)
+    is_modelopt = method.startswith("modelopt") or (not method and qcfg is not None and (
+        "quant_algo" in qcfg or (isinstance(producer, dict) and producer.get("name") == "modelopt")))
+    if hf_quant is not None or is_modelopt:
         return _modelopt_plan(qcfg or {}, hf_quant)
     if qcfg is None and isinstance(quantize_config, dict):
         qcfg, method = quantize_config, str(quantize_config.get("quant_method") or "gptq").lower()

@@ -81,14 +81,14 @@ def to_doc(info: CheckpointInfo) -> Doc:
     total = t.stored_bytes or 1
     rows, styles = [], []
     for g in info.modules:
-        rows.append((g.name, g.role, g.scheme, weight_text(g.weight), granularity_text(g.weight), act_text(g.act),
+        rows.append((_short(g.name), g.role, g.scheme, weight_text(g.weight), granularity_text(g.weight), act_text(g.act),
                      str(g.count), _layers_text(g), human_bytes(g.stored_bytes), f"{g.stored_bytes / total:.1%}"))
         styles.append("dim" if g.scheme in ("BF16", "FP16") else "normal")
     blocks.append(Table(("module", "role", "scheme", "format", "granularity", "activations", "count", "layers",
                          "bytes", "share"), tuple(rows), title="Modules", row_styles=tuple(styles)))
     if info.kept_bf16:
         kept_total = sum(g.stored_bytes for g in info.kept_bf16)
-        blocks.append(Bullets(tuple(f"{g.name} ({g.role}): {human_bytes(g.stored_bytes)}" for g in info.kept_bf16
+        blocks.append(Bullets(tuple(f"{_short(g.name)} ({g.role}): {human_bytes(g.stored_bytes)}" for g in info.kept_bf16
                                     if g.stored_bytes >= 0.001 * total) or ("only small tensors",),
                               title=f"Kept in 16-bit: {human_bytes(kept_total)} ({kept_total / total:.1%})"))
     if info.findings:
@@ -103,6 +103,14 @@ def to_doc(info: CheckpointInfo) -> Doc:
 
         blocks.append(Paragraph("unknown quantization config: " + json.dumps(info.raw_quant_config)[:400], "warn"))
     return Doc(tuple(blocks))
+
+
+def _short(name: str) -> str:
+    """Display name: the common ``model.`` / ``model.language_model.`` prefix adds nothing on screen."""
+    for p in ("model.language_model.", "model."):
+        if name.startswith(p):
+            return name[len(p):]
+    return name
 
 
 def _arch_text(info: CheckpointInfo) -> str:

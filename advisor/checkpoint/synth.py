@@ -7,6 +7,7 @@ entry with ``count`` = number of experts.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from advisor.checkpoint.arch import (layer_kinds, mtp_layers, num_experts, text_config, vision_config, head_dim,
@@ -21,6 +22,22 @@ class SynthModule:
     count: int = 1
 
 
+_HINT_PREFIX = re.compile(r'"((?:[A-Za-z_]\w*\.)*)layers\.\d+\.')
+_HINT_MOE = re.compile(r'layers\.\d+\.(\w+)\.experts')
+
+
+def naming_hints(quant_text: str) -> tuple[str | None, str | None]:
+    """Module-name prefix and MoE container as a quantization config spells them
+    (``model.language_model.`` / ``backbone.`` / none; ``mlp`` / ``ffn`` / ``mixer``)."""
+    prefix = None
+    for m in _HINT_PREFIX.finditer(quant_text):
+        if not any(x in m.group(1) for x in ("mtp", "vision", "visual", "audio", "encoder")):
+            prefix = m.group(1)
+            break
+    c = _HINT_MOE.search(quant_text)
+    return prefix, (c.group(1) if c else None)
+
+
 def _prefix(config: dict, uses_language_model: bool) -> str:
     mt = str(config.get("model_type", ""))
     if mt.startswith("nemotron_h"):
@@ -30,20 +47,22 @@ def _prefix(config: dict, uses_language_model: bool) -> str:
     return "model."
 
 
-def modules_from_config(config: dict, *, uses_language_model: bool = False) -> list[SynthModule]:
+def modules_from_config(config: dict, *, quant_text: str = "") -> list[SynthModule]:
     cfg = text_config(config)
     mt = str(cfg.get("model_type") or config.get("model_type") or "")
-    p = _prefix(config, uses_language_model)
+    hint_prefix, hint_moe = naming_hints(quant_text)
+    p = hint_prefix if hint_prefix is not None else _prefix(config, False)
     H = _int(cfg.get("hidden_size"))
     V = _int(cfg.get("vocab_size"))
     out: list[SynthModule] = []
     add = out.append
-    add(SynthModule(p + ("embeddings" if p == "backbone." else "embed_tokens"), V, H))
+    add(SynthModule(p + ("embeddings" if mt.startswith("nemotron_h") else "embed_tokens"), V, H))
     kinds = layer_kinds(config)
     L = len(kinds)
     for i, k in enumerate(kinds):
-        out.extend(_layer(cfg, mt, f"{p}layers.{i}.", k.mixer, k.ffn, H, nemotron=p == "backbone."))
-    add(SynthModule(p + ("norm_f" if p == "backbone." else "norm"), H, 1))
+        out.extend(_layer(cfg, mt, f"{p}layers.{i}.", k.mixer, k.ffn, H, nemotron=mt.startswith("nemotron_h"),
+                          moe_container=hint_moe))
+    add(SynthModule(p + ("norm_f" if mt.startswith("nemotron_h") else "norm"), H, 1))
     tie = config.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
     if not tie:
         add(SynthModule("lm_head", V, H))
@@ -63,7 +82,8 @@ def modules_from_config(config: dict, *, uses_language_model: bool = False) -> l
     return out
 
 
-def _layer(cfg: dict, mt: str, b: str, mixer: str, ffn: str, H: int, nemotron: bool = False) -> list[SynthModule]:
+def _layer(cfg: dict, mt: str, b: str, mixer: str, ffn: str, H: int, nemotron: bool = False,
+           moe_container: str | None = None) -> list[SynthModule]:
     out: list[SynthModule] = []
     add = out.append
     heads = _int(cfg.get("num_attention_heads"))
@@ -128,13 +148,13 @@ def _layer(cfg: dict, mt: str, b: str, mixer: str, ffn: str, H: int, nemotron: b
     gated = not nemotron and str(cfg.get("hidden_act", cfg.get("mlp_hidden_act", "silu"))) != "relu2"
     if ffn == "dense":
         m = b + (mix or "mlp.")
-        inter = _int(_first(cfg, "intermediate_size", "ffn_hidden_size"))
+        inter = _int(_first(cfg, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size"))
         if gated:
             add(SynthModule(m + "gate_proj", inter, H))
         add(SynthModule(m + "up_proj", inter, H))
         add(SynthModule(m + "down_proj", H, inter))
     elif ffn == "moe":
-        out.extend(_moe(cfg, mt, b + (mix or "mlp."), H, gated))
+        out.extend(_moe(cfg, mt, b + (moe_container + "." if moe_container else (mix or "mlp.")), H, gated))
     return out
 
 
@@ -157,12 +177,20 @@ def _moe(cfg: dict, mt: str, m: str, H: int, gated: bool) -> list[SynthModule]:
         out.append(SynthModule(m + "experts.0.w2", H, inter, E))
         return out
     out.append(SynthModule(m + "gate", E, H))
+    # Latent MoE (Nemotron 3 Super/Ultra, Kimi K3): routed experts work in a smaller hidden size
+    latent = _int(_first(cfg, "moe_latent_size", "routed_expert_hidden_size"))
+    eh = latent or H
+    if latent:
+        out.append(SynthModule(m + "fc1_latent_proj", latent, H))
+        out.append(SynthModule(m + "fc2_latent_proj", H, latent))
     if gated:
-        out.append(SynthModule(m + "experts.0.gate_proj", inter, H, E))
-    out.append(SynthModule(m + "experts.0.up_proj", inter, H, E))
-    out.append(SynthModule(m + "experts.0.down_proj", H, inter, E))
+        out.append(SynthModule(m + "experts.0.gate_proj", inter, eh, E))
+    out.append(SynthModule(m + "experts.0.up_proj", inter, eh, E))
+    out.append(SynthModule(m + "experts.0.down_proj", eh, inter, E))
     shared = _int(_first(cfg, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"))
     n_shared = _int(_first(cfg, "n_shared_experts", "num_shared_experts"))
+    if mt.startswith("llama4"):
+        n_shared = n_shared or 1
     if shared or n_shared:
         size = shared or inter * n_shared
         name = "shared_expert." if "shared_expert_intermediate_size" in cfg else "shared_experts."
@@ -177,6 +205,8 @@ def _moe(cfg: dict, mt: str, m: str, H: int, gated: bool) -> list[SynthModule]:
 
 def _vision(vis: dict) -> list[SynthModule]:
     depth = _int(_first(vis, "depth", "num_hidden_layers"))
+    if depth > 10_000:
+        raise ValueError(f"vision_config depth={depth} is implausible")
     h = _int(_first(vis, "hidden_size", "embed_dim"))
     inter = _int(_first(vis, "intermediate_size"), 4 * h)
     out_h = _int(_first(vis, "out_hidden_size"), h)

@@ -69,7 +69,7 @@ def tensor_amax(entry: TensorEntry, chunk_elements: int = 1 << 22) -> float:
 
 
 def quantize_chunks(read_rows: Callable[[int, int], np.ndarray], shape: tuple[int, int], dtype: str,
-                    wsf2: np.float32, *, threads: int = 1, chunk_elements: int = 1 << 20,
+                    wsf2: np.float32, *, threads: int = 1, chunk_elements: int = 1 << 16,
                     signed_zero: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield (packed, block scale bytes) per row chunk, in row order. `read_rows(a, b)` returns
     raw 16-bit patterns of rows a..b. Work is spread over threads (NumPy releases the GIL)."""
@@ -163,6 +163,10 @@ def scan_global_scales(plan: Plan, progress: Progress | None = None) -> dict[str
         done += e.nbytes
         if progress:
             progress("scan", done, total, q.source)
+    zero = [x for x, a in amax.items() if a == 0.0]
+    if zero:
+        plan.notes.append(f"{len(zero)} quantized tensor(s) are all zero (e.g. {zero[0]}): ModelOpt 0.47 writes "
+                          "NaN block scales for them (0/0), reproduced here; keep them in BF16 with --keep")
     out = {}
     for members in plan.groups.values():
         wsf2 = m.global_scale(max(amax[x] for x in members))

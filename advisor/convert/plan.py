@@ -23,7 +23,7 @@ class Options:
     keep: tuple[str, ...] = ()            # extra keep-in-BF16 patterns (module names, fnmatch)
     max_shard_bytes: int = 10 * 10**9     # ModelOpt/transformers default "10GB"
     threads: int = 1
-    chunk_elements: int = 1 << 20
+    chunk_elements: int = 1 << 16        # rows per work item ~ this many elements: stays in cache
 
 
 @dataclass(frozen=True)

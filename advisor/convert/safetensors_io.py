@@ -93,24 +93,23 @@ def read_bytes(entry: TensorEntry, start: int = 0, length: int | None = None) ->
 
 
 class RowReader:
-    """Reads row ranges of a 2-D tensor into a reused buffer."""
+    """Row ranges of a tensor as read-only NumPy views of a memory map of its bytes: no copies,
+    and the pages come from the page cache. The mapping (and the RSS its touched pages count
+    for) goes away when the reader and every view of it are gone."""
 
     def __init__(self, entry: TensorEntry):
         self.entry = entry
-        self.row_bytes = entry.nbytes // entry.shape[0] if entry.shape and entry.shape[0] else 0
-        self._fd = os.open(entry.file, os.O_RDONLY)
+        if entry.nbytes == 0:
+            self._mm = np.zeros(entry.shape, NUMPY_VIEW[entry.dtype])
+        else:
+            self._mm = np.memmap(entry.file, dtype=NUMPY_VIEW[entry.dtype], mode="r",
+                                 offset=entry.offset, shape=entry.shape)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        n = (stop - start) * self.row_bytes
-        buf = bytearray(n)
-        got = os.preadv(self._fd, [buf], self.entry.offset + start * self.row_bytes)
-        if got != n:
-            raise BadInput(f"tensor {self.entry.name}: file ended early", path=str(self.entry.file))
-        view = NUMPY_VIEW[self.entry.dtype]
-        return np.frombuffer(buf, view).reshape(stop - start, *self.entry.shape[1:])
+        return self._mm[start:stop]
 
     def close(self) -> None:
-        os.close(self._fd)
+        self._mm = None
 
     def __enter__(self):
         return self

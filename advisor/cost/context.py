@@ -12,8 +12,7 @@ from advisor.cost.engine_profile import GIB, EngineMemory
 from advisor.cost.kv import KvDtype
 from advisor.cost.overrides import Overrides
 from advisor.cost.roofline import CostModel, PrefillCost, StepCost
-from advisor.cost.weights import Part
-from advisor.errors import BadInput
+from advisor.errors import BadInput, UsageError
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
 
@@ -51,6 +50,7 @@ class PlanContext:
     assumptions: tuple[Assumption, ...]
     warnings: tuple[str, ...]
     spec_note: str = ""
+    spec_auto: bool = True          # False: the method is shown, not recommended (implicit n-gram)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     # ---------------------------------------------------------------- memory
@@ -134,7 +134,7 @@ class PlanContext:
         t_draft = self.draft_pass(s).value
         pts = []
         for k in speculative.K_RANGE:
-            acc = self.acceptance if len(self.acceptance) >= k else m.acceptance(k)
+            acc = speculative.curve(m, self.acceptance, k)
             verify = self.decode(s, batch, context, verify_tokens=k + 1).seconds
             pts.append(speculative.evaluate(m, k, acc, base, verify, t_draft))
         return pts
@@ -157,8 +157,15 @@ def _allowed_kv(engine: EngineMemory, explanation: Explanation,
     rejected: dict[str, str] = {}
     main = _kv_decision(explanation)
     decisions = dict(kv_decisions or {})
-    if main is not None and main.kv_cache_dtype:
-        decisions.setdefault(main.kv_cache_dtype, main)
+    main_dt = engine.kv_dtype(main.kv_cache_dtype) if main is not None and main.kv_cache_dtype else None
+    if main_dt is not None:
+        # the explanation's own dtype, unless a requested flag value of the same layout covers it
+        same = [n for n, d in decisions.items() if (dt := engine.kv_dtype(n)) is not None
+                and (dt.kind, dt.bits) == (main_dt.kind, main_dt.bits) and d.runs == main.runs]
+        if same:
+            main_dt = engine.kv_dtype(same[0])
+        else:
+            decisions.setdefault(main_dt.name, main)
     for name, d in decisions.items():
         dt = engine.kv_dtype(name)
         if dt is None:
@@ -167,13 +174,14 @@ def _allowed_kv(engine: EngineMemory, explanation: Explanation,
             allowed.append(dt)
         else:
             rejected[name] = d.error or "; ".join(d.reasons) or "rejected by the attention backend"
-    if main is not None and main.kv_cache_dtype and engine.kv_dtype(main.kv_cache_dtype) is not None:
-        default = engine.kv_dtype(main.kv_cache_dtype)
+    if main_dt is not None:
+        default = main_dt
     else:
         default = engine.kv_dtype("auto") or engine.kv_dtypes[0]
         if main is None and default.name not in rejected:
             allowed.append(default)
-    if not allowed and default.name not in rejected:
+    if not allowed:
+        # nothing explain accepts: cost the default (the plan warns that it does not run)
         allowed.append(default)
     return tuple(dict.fromkeys(allowed)), rejected, default
 
@@ -200,7 +208,7 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
             warnings.append(f"{p.kind} weights ({p.scheme}) run on the CPU on this path: the GPU roofline "
                             "does not describe it (expect far slower decode)")
     for d in explanation.decisions:
-        if not d.runs:
+        if not d.runs and d.layer_class != "attention_kv":   # KV: the tuner picks a dtype that runs
             warnings.append(f"{d.layer_class}: the engine cannot run this ({d.error or 'no kernel'}); "
                             "costs assume the path would run")
     # VRAM
@@ -262,7 +270,12 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     elif checkpoint.arch.mtp_layers > 0 and "mtp" in engine.spec_methods:
         method, note = speculative.METHODS["mtp"], "the checkpoint ships an MTP head"
     elif "ngram" in engine.spec_methods:
-        method, note = speculative.METHODS["ngram"], "no draft head in the checkpoint: n-gram prompt lookup"
+        method, note = speculative.METHODS["ngram"], ("no draft head in the checkpoint: n-gram prompt lookup, "
+                                                      "shown only (its gain depends on the text; adopt it with "
+                                                      "--spec-method ngram and measured --acceptance)")
+    if overrides.kv_cache_dtype and engine.kv_dtype(overrides.kv_cache_dtype) is None:
+        raise UsageError(f"--kv-cache-dtype {overrides.kv_cache_dtype!r} is not a {engine.engine} KV dtype the "
+                         f"advisor knows (known: {', '.join(dt.name for dt in engine.kv_dtypes)})")
     acceptance = tuple(overrides.acceptance or ())
     if any(not 0.0 <= a <= 1.0 for a in acceptance):
         raise BadInput("--acceptance values must lie in [0, 1]")
@@ -271,9 +284,7 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
                                       ",".join(f"{a:g}" for a in (acceptance or method.acceptance(4))) + ("" if acceptance else ",..."),
                                       "per position", "--acceptance override" if acceptance else method.source))
     deq = dict(eff.dequant_overhead)
+    auto = name is not None or method is None or method.name == "mtp"
     return PlanContext(checkpoint, explanation, gpu, gpus, engine, model, vram, allowed, rejected, default_kv,
-                       method, acceptance, overrides, deq, tuple(assumptions), tuple(warnings), note)
+                       method, acceptance, overrides, deq, tuple(assumptions), tuple(warnings), note, auto)
 
-
-def mtp_parts(ctx: PlanContext) -> tuple[Part, ...]:
-    return tuple(p for p in ctx.model.weights.parts if p.kind == "mtp")

@@ -5,6 +5,8 @@ Loaded at the edge into frozen records; the cost functions receive them as argum
 
 from __future__ import annotations
 
+from advisor.yamlio import safe_load
+
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,10 @@ from advisor.cost.kv import KvDtype
 from advisor.errors import BadInput
 
 GIB = 1024 ** 3
+# KV labels explain reports -> kind (engines spell the same dtype differently)
+_KV_LABEL_KIND = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+                  "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "nvfp4": "nvfp4", "fp4_e2m1": "nvfp4",
+                  "int8": "int8", "int4": "int4"}
 MIB = 1024 ** 2
 
 
@@ -43,14 +49,17 @@ class EngineMemory:
     spec_source: str = ""
 
     def kv_dtype(self, name: str) -> KvDtype | None:
+        """The engine's dtype by flag value, or by the label `explain` reports (bf16, fp8_e4m3, ...)."""
         for dt in self.kv_dtypes:
             if dt.name == name:
                 return dt
-        return None
+        kind = _KV_LABEL_KIND.get(name)
+        return self.kv_of_kind(kind) if kind else None
 
     def kv_of_kind(self, kind: str) -> KvDtype | None:
+        """The first explicit flag value of that kind ("auto" follows the checkpoint, so never)."""
         for dt in self.kv_dtypes:
-            if dt.kind == kind:
+            if dt.kind == kind and dt.name != "auto":
                 return dt
         return None
 
@@ -123,7 +132,7 @@ def _load(path_str: str) -> dict[str, EngineMemory]:
 
     path = Path(path_str)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
         raise BadInput(f"cannot read engine memory profile ({err})", path=path_str) from None
     engines = _need(data, "engines", path, "top level")

@@ -17,7 +17,7 @@ from advisor.cost.overrides import Overrides
 from advisor.cost.workload import Workload
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
-from advisor.tuner import Option, decode_context, tune
+from advisor.tuner import Option, decode_context, effective_workload, tune
 
 AGG_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -134,6 +134,7 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     eng = engine_memory or load_engine_memory(explanation.engine)
     ctx = ctxmod.build(checkpoint, explanation, gpu, gpus=gpus, engine=eng, overrides=overrides,
                        calibration=calibration, kv_decisions=kv_decisions)
+    workload, capped = effective_workload(ctx, workload)
     t = tune(ctx, workload)
     s = t.settings
     c = decode_context(workload, ctx)
@@ -181,7 +182,16 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     if pts:
         best = max(pts, key=lambda p: p.speedup)
         derivations["speculative_best"] = best.derived
-    warnings = list(ctx.warnings) + list(t.notes)
+    warnings = list(ctx.warnings) + ([capped] if capped else []) + list(t.notes)
+    main_kv = next((d for d in explanation.decisions if d.layer_class == "attention_kv"), None)
+    if main_kv is not None and not main_kv.runs:
+        why = main_kv.error or "; ".join(main_kv.reasons)
+        if s.kv.name in ctx.rejected_kv or not ctx.allowed_kv:
+            warnings.append(f"the KV cache cannot run as configured ({why}); no KV dtype explain accepts "
+                            "was found, so the KV costs assume it would run")
+        else:
+            warnings.append(f"the default KV cache ({main_kv.kv_cache_dtype}) does not run here ({why}); "
+                            f"the recommendation sets {eng.kv_flag} {s.kv.name}")
     if budget.note:
         warnings.append(budget.note)
     if single.bound == "overhead":

@@ -46,6 +46,17 @@ DRAFT_MODEL_SHARE = (0.10, "estimate: draft model ~10 % of the target's bytes (o
 K_RANGE = range(1, 9)
 
 
+def curve(method: SpecMethod, measured: tuple[float, ...], k: int) -> tuple[float, ...]:
+    """Per-position acceptance for k drafts: measured values first, then the last one decayed at the
+    method's rate (or the method default when nothing was measured)."""
+    if not measured:
+        return method.acceptance(k)
+    out = list(measured[:k])
+    while len(out) < k:
+        out.append(out[-1] * method.decay)
+    return tuple(out)
+
+
 def expected_tokens(acceptance: tuple[float, ...]) -> float:
     total, run = 1.0, 1.0
     for a in acceptance:
@@ -76,7 +87,10 @@ def evaluate(method: SpecMethod, k: int, acceptance: tuple[float, ...], t_base: 
         method.source))
 
 
-def choose(points: list[SpecPoint], min_gain: float = 1.05) -> int:
-    """The k with the best speedup; 0 when no k beats plain decoding by ``min_gain``."""
-    best = max(points, key=lambda p: p.speedup, default=None)
-    return best.k if best is not None and best.speedup >= min_gain else 0
+def choose(points: list[SpecPoint], min_gain: float = 1.05, tolerance: float = 0.01) -> int:
+    """The smallest k within ``tolerance`` of the best speedup (more drafts past the plateau only add
+    risk); 0 when no k beats plain decoding by ``min_gain``."""
+    best = max((p.speedup for p in points), default=0.0)
+    if best < min_gain:
+        return 0
+    return min(p.k for p in points if p.speedup >= best * (1 - tolerance))

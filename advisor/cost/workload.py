@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from advisor.yamlio import safe_load
+
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +67,7 @@ def load_workloads(path: str | None = None) -> dict[str, Workload]:
 
     p = str(path or default_path())
     try:
-        data = yaml.safe_load(Path(p).read_text(encoding="utf-8"))
+        data = safe_load(Path(p).read_text(encoding="utf-8"))
     except OSError as err:
         raise BadInput(f"cannot read workloads file ({err.strerror or err})", path=p) from None
     except yaml.YAMLError as err:

@@ -17,7 +17,7 @@ from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import EngineWarning, Explanation, LayerDecision
 from advisor.kernel_path.options import InstallOptions
 from advisor.kernel_path.rules import RuleFile, load_rules
-from advisor.kernel_path.select import Context, LayerFacts, gates_pass, select
+from advisor.kernel_path.select import Context, LayerFacts, dependency_state, gates_pass, select
 from advisor.kernel_path.summary import summarize
 
 # Which layer class each checkpoint role belongs to (roles that are no GEMM are skipped).
@@ -81,12 +81,34 @@ def _explain(ck: CheckpointInfo, gpu: GpuSpec, gpus: int, rules: RuleFile, reque
         decisions.append(_decide_kv(ck, gpu, rules, options, tp))
     decisions = _merge(decisions)
     decisions.sort(key=lambda d: _CLASS_ORDER.get(d.layer_class, 9))
+    decisions = _startup_warnings(decisions, rules, options, gpu)
     runs = all(d.runs for d in decisions)
     exp = Explanation(
         engine=rules.engine, engine_version=rules.version, requested_version=requested,
         version_note=note, gpu_id=gpu.id, gpus=gpus, checkpoint_label=ck.label,
         decisions=tuple(decisions), summary="", runs=runs)
     return replace(exp, summary=summarize(exp, ck, gpu, rules.display_name))
+
+
+def _startup_warnings(decisions: list[LayerDecision], rules: RuleFile, options: InstallOptions,
+                      gpu: GpuSpec) -> list[LayerDecision]:
+    """Start-up messages that do not belong to one layer (a disabled dependency, the FP16 fallback on
+    GPUs without BF16): shown once, on the first decision."""
+    if not decisions:
+        return decisions
+    shown = {w.text for d in decisions for w in d.warnings}
+    extra = []
+    tw = rules.act16_turing_warning
+    if tw and gpu.sm < 80 and not rules.activation_dtype:
+        text = tw.text.replace("{gpu_name}", gpu.name).replace("{cc}", gpu.cc_str)
+        extra.append(EngineWarning(text, tw.meaning, tw.source))
+    for dep in rules.dependencies.values():
+        w = dep.disabled_warning
+        if w and w.text not in shown and dependency_state(dep, options)[0] == "disabled":
+            extra.append(EngineWarning(w.text, w.meaning, w.source))
+    if extra:
+        decisions[0] = replace(decisions[0], warnings=decisions[0].warnings + tuple(extra))
+    return decisions
 
 
 def _layer_groups(ck: CheckpointInfo):

@@ -6,7 +6,7 @@ Built at the edge (CLI flags, TUI form); rules read it, never the environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 
 # Facts a rule file may name in its `dependencies` (the bool fields below).
 DEPENDENCY_FACTS = (
@@ -52,10 +52,3 @@ class InstallOptions:
         if name not in DEPENDENCY_FACTS:
             raise KeyError(name)
         return bool(getattr(self, name))
-
-    def with_facts(self, **facts: bool) -> "InstallOptions":
-        return replace(self, **facts)
-
-
-def bool_fields() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(InstallOptions) if f.type in ("bool", bool))

@@ -7,6 +7,8 @@ Loading validates every key (unknown keys are errors) and reports the file on fa
 
 from __future__ import annotations
 
+from advisor.yamlio import safe_load
+
 import functools
 import re
 from pathlib import Path
@@ -235,6 +237,7 @@ class RuleFile(_Strict):
     kv_from_checkpoint: list[str] = []      # producers whose declared KV quant "auto" resolves to
     kv_from_checkpoint_source: str = ""
     act16_turing: str = ""                  # why activations are FP16 on sm_75
+    act16_turing_warning: Optional[Warn] = None   # what the engine prints when it falls back to FP16
     activation_dtype: Optional[str] = None  # engine forces this 16-bit dtype (FastLLM: fp16)
     dependencies: dict[str, Dependency] = {}
     global_refusals: list[Refusal] = []     # checked before every path (e.g. arch not built)
@@ -331,7 +334,7 @@ def _load_cached(path: str, _mtime: int) -> RuleFile:
 
     try:
         with open(path, encoding="utf-8") as fh:
-            raw = yaml.safe_load(fh)
+            raw = safe_load(fh)
     except OSError as err:
         raise BadInput(f"cannot read rule file: {err.strerror}", path=path) from err
     except yaml.YAMLError as err:

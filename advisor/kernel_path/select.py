@@ -244,7 +244,8 @@ def _ew(w: Warn, ctx: Context) -> EngineWarning:
 
 def _fmt(text: str, ctx: Context) -> str:
     return (text.replace("{gpu_name}", ctx.gpu_name).replace("{sm}", str(ctx.sm))
-            .replace("{cc}", f"{ctx.sm // 10}.{ctx.sm % 10}"))
+            .replace("{cc}", f"{ctx.sm // 10}.{ctx.sm % 10}")
+            .replace("{kv16}", "float16" if ctx.sm < 80 else "bfloat16"))
 
 
 def _failure_text(f: Failure, ctx: Context) -> tuple[str, str]:
@@ -345,20 +346,31 @@ def _chosen(path, c: Candidate, ctx: Context, checkpoint_scheme, reasons, reject
     if c.activation == "act16" and ctx.sm < 80 and not ctx.rules.activation_dtype and ctx.rules.act16_turing:
         reasons.append(ctx.rules.act16_turing)
     warnings = list(warnings) + [_ew(w, ctx) for w in c.warnings]
-    effective = c.effective_scheme or L.scheme
+    effective = c.effective_scheme or _weight_only(L.scheme, act)
     if kv is not None:
         effective = c.effective_scheme or f"KV {kv}"
     runs, error = True, None
     if c.crash is not None and gates_pass(c.crash.when, ctx) is None:
         text, meaning = _failure_text(c.crash, ctx)
         runs, error = False, text
-        reasons.append(meaning)
+        reasons.append(f"{c.kernel} is selected, then fails at run time on sm_{ctx.sm} (what it prints and "
+                       "why: see the engine warnings)")
         warnings.append(EngineWarning(text=text, meaning=meaning, source=c.crash.source))
     return LayerDecision(
         layer_class=L.layer_class, roles=L.roles, checkpoint_scheme=checkpoint_scheme,
         effective_scheme=effective, kernel=c.kernel, mma=mma if runs else "none", activation_dtype=act,
         dequant=c.dequant, runs=runs, reasons=tuple(reasons), rejected=tuple(rejected),
         warnings=tuple(_dedup(warnings)), source=c.source, kv_cache_dtype=kv, error=error)
+
+
+def _weight_only(scheme: str, act: str) -> str:
+    """W4A4-NVFP4 computed with 16/32-bit activations is W4A16-NVFP4 (likewise W8A8-*)."""
+    if act not in ("bf16", "fp16", "fp32") or "-" not in scheme:
+        return scheme
+    bits, fmt = scheme.split("-", 1)
+    if bits in ("W4A4", "W8A8"):
+        return f"{bits[:2]}A16-{fmt}"
+    return scheme
 
 
 def _describe(g: Gate, ctx: Context) -> str:

@@ -24,6 +24,7 @@ MMA_WORDS = {
 }
 _ACT_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp8_e4m3": "FP8", "nvfp4": "NVFP4", "mxfp4": "MXFP4",
               "mxfp8": "MXFP8", "int8": "INT8", "fp32": "FP32"}
+_NATIVE_WORDS = {"nvfp4": "FP4", "mxfp4": "FP4", "fp8_e4m3": "FP8", "int8": "INT8"}
 _CEILING = {"fp8_e4m3": "2x", "int8": "2x", "mxfp8": "2x", "nvfp4": "4x", "mxfp4": "4x"}
 
 
@@ -55,15 +56,18 @@ def _primary(exp: Explanation) -> LayerDecision | None:
 
 def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool) -> str:
     ck, eff, act = d.checkpoint_scheme, d.effective_scheme, d.activation_dtype
-    fmt = weight_format(eff if eff not in ("BF16", "FP16") else ck)
+    fmt = weight_format(ck if ck not in ("BF16", "FP16") else eff)
     mma = MMA_WORDS.get(d.mma, d.mma)
     actw = _ACT_WORDS.get(act, act.upper())
-    head = f"On your {gpu.name} this {scheme_words(ck)} checkpoint" if lead else f"Its {_class_words(d)} ({scheme_words(ck)})"
+    head = f"On your {gpu.name} this {scheme_words(ck)} checkpoint" if lead else f"The {_class_words(d)} ({scheme_words(ck)})"
+    runs = "runs" if lead else "run"
+    if d.dequant == "cpu" and lead:
+        head, runs = f"On your {gpu.name} the {_class_words(d)} of this {scheme_words(ck)} checkpoint", "run"
     if d.dequant == "cpu":
-        return (f"{head} runs on the CPU ({d.kernel}): the GPU sits idle for these layers and speed is set by "
+        return (f"{head} {runs} on the CPU ({d.kernel}): the GPU sits idle for these layers and speed is set by "
                 "CPU memory bandwidth and cores.")
     if ck in ("BF16", "FP16"):
-        return f"{head} run{'s' if lead else ''} unquantized on {mma}; decode reads 2 bytes per weight."
+        return f"{head} {runs} unquantized on {mma}; decode reads 2 bytes per weight."
     weight_only = act in ("bf16", "fp16", "fp32")
     asked_for_quant_acts = "A16" not in ck
     if d.dequant == "memory":
@@ -71,16 +75,43 @@ def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool) -> str:
     else:
         how = f"{fmt} weights are unpacked in registers and multiplied on {mma}"
     if weight_only and asked_for_quant_acts:
-        native = _ACT_WORDS.get(_declared_act(ck), "low-precision")
-        return (f"{head} runs weight-only: {how}. Decode speed is set by memory bandwidth, as with "
+        native = _NATIVE_WORDS.get(_declared_act(ck), "low-precision")
+        return (f"{head} {runs} weight-only: {how}. Decode speed is set by memory bandwidth, as with "
                 f"{_bits_like(ck)}; prefill runs at {actw} tensor-core speed, not {native}.")
     if weight_only:
-        return (f"{head} runs as intended, weight-only: {how}. Decode is bandwidth-bound and gains from "
+        return (f"{head} {runs} as intended, weight-only: {how}. Decode is bandwidth-bound and gains from "
                 f"the smaller weights; prefill runs at {actw} tensor-core speed.")
     ceiling = _CEILING.get(act, "")
     gain = f" ({ceiling} the BF16 dense peak)" if ceiling else ""
-    return (f"{head} runs natively: {fmt} weights and {actw} activations meet on {mma}. Prefill and large "
+    declared = _declared_act(ck)
+    if declared != act:
+        return (f"{head} {runs} with {actw} activations instead of {_NATIVE_WORDS.get(declared, declared)}: {fmt} "
+                f"weights are converted in registers and meet {actw} activations on {mma}. Prefill gets the "
+                f"{actw} compute ceiling{gain}, not the one the checkpoint was made for; decode stays "
+                "bandwidth-bound.")
+    return (f"{head} {runs} natively: {fmt} weights and {actw} activations meet on {mma}. Prefill and large "
             f"batches get the {actw} compute ceiling{gain}; small-batch decode stays bandwidth-bound.")
+
+
+_PEAK_FOR_ACT = {"fp8_e4m3": ("fp8_fp32acc", "FP8"), "nvfp4": ("fp4", "FP4"), "mxfp4": ("fp4", "FP4"),
+                 "int8": ("int8", "INT8")}
+
+
+def _unused_native(d: LayerDecision, gpu: GpuSpec) -> str | None:
+    """The tensor-core format the checkpoint asks for when the GPU has it but the path does not use it."""
+    declared = _declared_act(d.checkpoint_scheme)
+    if declared == d.activation_dtype or declared not in _PEAK_FOR_ACT or d.dequant == "cpu":
+        return None
+    key, words = _PEAK_FOR_ACT[declared]
+    return words if gpu.supports(key) else None
+
+
+def _unused_sentence(d: LayerDecision, gpu: GpuSpec, engine_name: str) -> list[str]:
+    unused = _unused_native(d, gpu)
+    if not unused:
+        return []
+    return [f"This GPU does have {unused} tensor cores, but {engine_name} does not use them here "
+            "(the rejected candidates below say why)."]
 
 
 def _declared_act(ck: str) -> str:
@@ -113,18 +144,22 @@ def summarize(exp: Explanation, ck: CheckpointInfo, gpu: GpuSpec, engine_name: s
             parts.append(f"On your {gpu.name} the advisor cannot say how {engine_name} runs {what}: {f.error}.")
         else:
             parts.append(f"On your {gpu.name}, {engine_name} cannot run this {scheme_words(ck.label)} checkpoint "
-                         f"as configured: {what} fail{'s' if f.layer_class != 'moe_experts' else ''} "
-                         f"with \u201c{f.error}\u201d.")
-            remedy = next((r.split("Remedy: ", 1)[1] for r in f.reasons if "Remedy: " in r), None)
+                         f"as configured: {what} cannot run (\u201c{f.error}\u201d).")
+            texts = list(f.reasons) + [w.meaning for w in f.warnings]
+            remedy = next((r.split("Remedy: ", 1)[1] for r in texts if "Remedy: " in r), None)
             if remedy:
                 parts.append(f"Remedy: {remedy}")
     if primary is not None and primary.runs:
         parts.append(_sentence_for(primary, gpu, lead=not failing))
+        parts += _unused_sentence(primary, gpu, engine_name)
         for d in exp.decisions:
             if d is primary or not d.runs or d.layer_class not in ("dense_linear", "moe_experts"):
                 continue
+            if d.checkpoint_scheme in ("BF16", "FP16") and d.dequant != "cpu":
+                continue   # unquantized side layers: listed per class below, not worth the summary
             if d.checkpoint_scheme != primary.checkpoint_scheme or d.effective_scheme != primary.effective_scheme:
                 parts.append(_sentence_for(d, gpu, lead=False))
+                parts += _unused_sentence(d, gpu, engine_name)
     kv = next((d for d in exp.decisions if d.layer_class == "attention_kv"), None)
     if kv is not None and kv.runs:
         parts.append(f"Attention runs on {kv.kernel} with the KV cache stored as {kv.kv_cache_dtype}.")

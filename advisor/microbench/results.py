@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass, field, replace
 
 from advisor.calibration import KERNEL_CLASSES, Calibration
@@ -80,10 +79,6 @@ class Suite:
 def slug(name: str) -> str:
     """An id for a card the GPU table does not know, from its name."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
-
-
-def median(values) -> float:
-    return float(statistics.median(values))
 
 
 def with_metrics(r: CaseResult, seconds: float, copy_gbs: float | None, table_bw: float | None,
@@ -186,8 +181,11 @@ def to_doc(suite: Suite, calibration_path: str | None = None) -> Doc:
     blocks.append(Table(("kernel", "K x N", "M", "path", "us", "GB/s", "% meas. BW", "TFLOPS", "% peak", "config"),
                         rows, title="Best launch per kernel class, shape and M (median of repeats)",
                         row_styles=styles))
+    shown = dict.fromkeys(r.kernel for r in suite.results)
+    blocks.append(Bullets(tuple(f"{k}: {KERNEL_TITLES[k]}" for k in shown if k in KERNEL_TITLES),
+                          title="Kernel classes", style="dim"))
     if suite.notes:
-        blocks.append(Bullets(suite.notes, title="Notes", style="dim"))
+        blocks.append(Bullets(suite.notes, title="Notes", style="warn"))
     if calibration_path:
         blocks.append(Paragraph(f"Calibration saved: {calibration_path} (plan uses it for this GPU)", style="good"))
     return Doc(tuple(blocks))

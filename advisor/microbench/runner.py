@@ -127,6 +127,7 @@ class Device:
     l2_bytes: int
     free_bytes: int
     torch_device: str
+    verify_shape: tuple[tuple[int, int], tuple[int, int]] = ((96, 256), (3, 64))   # (N, K), (M small, M big)
 
 
 def cuda_device(index: int = 0) -> Device:
@@ -168,11 +169,11 @@ def measure_streams(dev: Device, timer, buffer_bytes: int | None = None) -> tupl
 
 
 # ----------------------------------------------------------------------------- verification
-def verify(dev: Device, act, fmt_shapes=((96, 256), (3, 64))) -> dict[str, str]:
+def verify(dev: Device, act, paths=("gemv", "gemm")) -> dict[str, str]:
     """Kernel classes whose Triton result disagrees with plain torch on this device -> reason."""
     from kernels import formats
 
-    (n, k), (m_small, m_big) = fmt_shapes
+    (n, k), (m_small, m_big) = dev.verify_shape
     bad = {}
     g = torch.Generator(device=dev.torch_device).manual_seed(1234)
     for cls, fmt in CLASS_FORMAT.items():
@@ -183,6 +184,8 @@ def verify(dev: Device, act, fmt_shapes=((96, 256), (3, 64))) -> dict[str, str]:
                 a = formats.random_activations(m, k, act, dev.torch_device, g)
                 ref = a.float() @ ref_w.t()
                 for c in cfgs.candidates(m, k, n, dev.sm_count):
+                    if c.path not in paths:
+                        continue
                     out = _launch(c, a, w)
                     err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
                     if not err < 2e-2:
@@ -254,7 +257,18 @@ def run_suite(shapes: tuple[Shape, ...], ms: tuple[int, ...], *, dev: Device | N
     table_bw = getattr(spec, "bandwidth_gbs", None)
     table_peak = _table_peak(spec, act_name)
 
-    broken = {} if arch_skip else verify(dev, act)
+    paths = ("gemv", "gemm")
+    if arch_skip is None and dev.torch_device.startswith("cuda"):
+        from kernels.arch import dot_lowering
+
+        lowering, detail = dot_lowering(dev.cc, act_name)
+        if lowering == "unknown":
+            arch_skip = f"Triton cannot compile for sm_{dev.cc[0]}{dev.cc[1]}: {detail}"
+        elif lowering == "fma":
+            paths = ("gemv",)
+            notes.append(f"tl.dot path skipped: {detail}; weight-only classes measured with the GEMV "
+                         f"path only (M <= {cfgs.GEMV_MAX_M})")
+    broken = {} if (arch_skip or budget.left() <= 0) else verify(dev, act, paths=paths)
     for cls, why in broken.items():
         notes.append(f"{cls}: skipped, {why}")
 
@@ -288,9 +302,12 @@ def run_suite(shapes: tuple[Shape, ...], ms: tuple[int, ...], *, dev: Device | N
                     results.append(replace(base, skipped=skip))
                 elif _case_memory(m, k, n, act_bytes) > dev.free_bytes * 0.4:
                     results.append(replace(base, skipped="activations + output do not fit in free memory"))
+                elif cls != "bf16" and not any(c.path in paths for c in cfgs.candidates(m, k, n, dev.sm_count)):
+                    results.append(replace(base, skipped=f"no Triton path for M={m} on this arch "
+                                                         f"(tl.dot lowers to FMA)"))
                 else:
                     results.append(_run_case(base, cls, weights, act, dev, timer, budget,
-                                             copy_gbs, table_bw, table_peak))
+                                             copy_gbs, table_bw, table_peak, paths))
                 tick(f"{cls} {shape.text} M={m}")
             del weights
             if dev.torch_device.startswith("cuda"):
@@ -305,7 +322,8 @@ def run_suite(shapes: tuple[Shape, ...], ms: tuple[int, ...], *, dev: Device | N
                  software=software, elapsed_s=time.monotonic() - budget.start)
 
 
-def _run_case(base: CaseResult, cls, weights, act, dev, timer, budget, copy_gbs, table_bw, table_peak):
+def _run_case(base: CaseResult, cls, weights, act, dev, timer, budget, copy_gbs, table_bw, table_peak,
+              paths=("gemv", "gemm")):
     from kernels import baseline, formats
 
     m, k, n = base.m, base.k, base.n
@@ -323,6 +341,8 @@ def _run_case(base: CaseResult, cls, weights, act, dev, timer, budget, copy_gbs,
     best, tried, errors = None, 0, []
     group = weights[0].group if cls == "w4a16_int4" else 16
     for c in cfgs.candidates(m, k, n, dev.sm_count, group=group):
+        if c.path not in paths:
+            continue
         if tried and budget.left() < 30:
             break
         split = c.params["split_k"] > 1

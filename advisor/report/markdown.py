@@ -29,10 +29,17 @@ def to_markdown(doc: d.Doc) -> str:
             out.append("#" * min(6, b.level) + " " + b.text)
         elif isinstance(b, d.Paragraph):
             text = b.text
+            if b.style == "code":      # a command to copy: fenced, never re-flowed
+                fence = "````" if "```" in text else "```"
+                out.append(f"{fence}sh\n{text}\n{fence}")
+                out.append("")
+                continue
             if b.style == "bad":
                 text = f"**{text}**"
             elif b.style == "warn":
                 text = f"> ⚠ {text}"
+            elif b.style == "accent":
+                text = f"> {text}"
             out.append(text)
         elif isinstance(b, d.KeyValues):
             if b.title:

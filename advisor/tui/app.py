@@ -31,6 +31,7 @@ from textual.widgets import (
 from textual.widgets.option_list import Option
 
 from advisor import views
+from advisor.tui import actions
 from advisor.analysis import Analysis, Selection, analyze
 from advisor.doc import Doc, Paragraph
 from advisor.errors import AdvisorError
@@ -61,7 +62,7 @@ class AdvisorApp(App):
 
     def __init__(self, *, state: UserState, state_file: Path | None, probe: Callable[[], Any],
                  gpu_choices: tuple[tuple[str, str], ...], demos: tuple[str, ...],
-                 workloads: tuple[str, ...]):
+                 workloads: tuple[str, ...], gpu_explicit: bool = False):
         super().__init__()
         self.state = state
         self.state_file = state_file
@@ -73,6 +74,7 @@ class AdvisorApp(App):
         self.analysis: Analysis | None = None
         self.supervisor: Any = None
         self.last_report: Path | None = None
+        self._gpu_explicit = gpu_explicit
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -104,13 +106,16 @@ class AdvisorApp(App):
                                  allow_blank=False, id="workload-select")
                 yield DocView(id="cost-view", placeholder="Load a checkpoint first.")
             with TabPane("Launch", id="launch"):
-                yield TextArea("", id="launch-command", language=None)
                 with Horizontal(classes="toolbar"):
-                    yield Button("Launch", id="launch-start", variant="success")
-                    yield Button("Stop", id="launch-stop", variant="error", disabled=True)
-                    yield Button("Save profile", id="launch-save")
-                    yield Label("", id="launch-state")
-                yield Static("", id="kernel-check")
+                    yield Select([(e, e) for e in actions.LAUNCH_ENGINES], value=self._launch_engine(),
+                                 allow_blank=False, id="launch-engine", compact=True)
+                    yield Button("Launch", id="launch-start", variant="success", compact=True)
+                    yield Button("Stop", id="launch-stop", variant="error", disabled=True, compact=True)
+                    yield Input("", placeholder="profile name", id="profile-name", compact=True)
+                    yield Button("Save", id="launch-save", compact=True)
+                yield TextArea("", id="launch-command", language=None, soft_wrap=True)
+                yield Label("stopped", id="launch-state")
+                yield DocView(id="kernel-check", placeholder="")
                 yield RichLog(id="launch-log", highlight=True, markup=False, max_lines=5000)
             with TabPane("Bench", id="bench"):
                 with Horizontal(classes="toolbar"):
@@ -138,6 +143,13 @@ class AdvisorApp(App):
             self.start_analysis()
 
     # ------------------------------------------------------------------ state
+    @property
+    def launch_engine(self) -> str:
+        return str(self.query_one("#launch-engine", Select).value)
+
+    def _launch_engine(self) -> str:
+        return self.state.engine if self.state.engine in actions.LAUNCH_ENGINES else "vllm"
+
     def _initial_gpu(self) -> str:
         ids = [v for _, v in self.gpu_choices]
         if self.state.gpu_id in ids:
@@ -216,6 +228,11 @@ class AdvisorApp(App):
             self.update_state(workload=event.value)
             self.start_analysis()
 
+    @on(Select.Changed, "#launch-engine")
+    def _launch_engine_changed(self, event: Select.Changed) -> None:
+        if self.analysis is not None:
+            self.query_one("#launch-command", TextArea).text = actions.launch_command_line(self.analysis, str(event.value))
+
     @on(Input.Submitted, "#checkpoint-input")
     @on(Button.Pressed, "#checkpoint-load")
     def _checkpoint_entered(self, event) -> None:
@@ -272,6 +289,9 @@ class AdvisorApp(App):
 
     def _probe_done(self, result: Any) -> None:
         self.probe_result = result
+        probed = views.probed_gpu_id(result)
+        if probed and not self._gpu_explicit and probed != self.state.gpu_id:
+            self.query_one("#gpu-select", Select).value = probed   # -> _gpu_changed re-analyses
         self.show_hardware()
 
     def show_hardware(self) -> None:
@@ -298,7 +318,7 @@ class AdvisorApp(App):
         self.query_one("#checkpoint-view", DocView).show(views.checkpoint_doc(result))
         self.query_one("#explain-view", DocView).show(views.explain_doc(result))
         self.query_one("#cost-view", DocView).show(views.cost_doc(result))
-        self.query_one("#launch-command", TextArea).text = views.launch_command_line(result)
+        self.query_one("#launch-command", TextArea).text = actions.launch_command_line(result, self.launch_engine)
         sel = result.selection
         state = "ok" if result.ok else "with errors"
         self.set_status(f"{sel.checkpoint} · {sel.gpus}× {sel.gpu_id} · {sel.engine} · {sel.workload} — {state}")
@@ -309,7 +329,7 @@ class AdvisorApp(App):
         fmt = self.query_one("#export-format", Select).value
         path = Path(self.query_one("#export-path", Input).value).expanduser()
         try:
-            written = views.export_report(self.analysis, self.probe_result, str(fmt), path)
+            written = actions.export_report(self.analysis, self.probe_result, str(fmt), path)
         except AdvisorError as err:
             self.call_from_thread(self.notify, str(err), severity="error")
             return
@@ -330,27 +350,29 @@ class AdvisorApp(App):
         self.query_one("#launch-log", RichLog).clear()
         self.query_one("#launch-start", Button).disabled = True
         self.query_one("#launch-stop", Button).disabled = False
-        self.run_server(line)
+        self.run_server(line, self.launch_engine)
 
     @work(thread=True, exclusive=True, group="launch")
-    def run_server(self, line: str) -> None:
+    def run_server(self, line: str, engine: str) -> None:
         log = self.query_one("#launch-log", RichLog)
         state = self.query_one("#launch-state", Label)
         try:
-            sup = views.start_server(line, self.analysis,
-                                     on_line=lambda s: self.call_from_thread(log.write, s))
+            sup = actions.start_server(line, self.analysis, engine=engine,
+                                       on_line=lambda s: self.call_from_thread(log.write, s))
         except AdvisorError as err:
             self.call_from_thread(self.notify, str(err), severity="error")
             self.call_from_thread(self._server_gone)
             return
         self.supervisor = sup
         self.call_from_thread(state.update, "starting…")
-        ready = views.wait_ready(sup, on_progress=lambda s: self.call_from_thread(state.update, s))
+        ready = actions.wait_ready(sup, on_progress=lambda s: self.call_from_thread(state.update, s))
         self.call_from_thread(state.update, ready.summary)
-        self.call_from_thread(self.query_one("#kernel-check", Static).update, views.kernel_check_text(sup, self.analysis))
+        check = self.query_one("#kernel-check", DocView)
+        self.call_from_thread(check.show, actions.kernel_check_doc(sup, self.analysis) + ready.detail
+                              if ready.ok else ready.detail)
         if not ready.ok:
             self.call_from_thread(self.notify, ready.summary, severity="error", timeout=10)
-            views.stop_server(sup)
+            actions.stop_server(sup)
             self.call_from_thread(self._server_gone)
 
     def stop_server(self) -> None:
@@ -362,7 +384,7 @@ class AdvisorApp(App):
 
     @work(thread=True, group="stop")
     def _stop_worker(self, sup: Any) -> None:
-        views.stop_server(sup)
+        actions.stop_server(sup)
         self.call_from_thread(self._server_gone)
 
     def _server_gone(self) -> None:
@@ -373,8 +395,9 @@ class AdvisorApp(App):
 
     def save_launch_profile(self) -> None:
         line = self.query_one("#launch-command", TextArea).text.strip()
+        name = self.query_one("#profile-name", Input).value.strip() or "default"
         try:
-            path = views.save_profile(line, self.analysis)
+            path = actions.save_profile(name, line, self.analysis, self.launch_engine)
         except AdvisorError as err:
             self.notify(str(err), severity="error")
             return
@@ -384,13 +407,13 @@ class AdvisorApp(App):
     @work(thread=True, exclusive=True, group="bench")
     def run_bench(self) -> None:
         view = self.query_one("#bench-view", DocView)
-        url = self.query_one("#bench-url", Input).value.strip() or views.server_url(self.supervisor)
+        url = self.query_one("#bench-url", Input).value.strip() or actions.server_url(self.supervisor)
         if not url:
             self.call_from_thread(self.notify, "launch a server or enter its URL first", severity="warning")
             return
         self.call_from_thread(view.message, f"benchmarking {url}…")
         try:
-            doc = views.bench_doc(url, self.analysis,
+            doc = actions.bench_doc(url, self.analysis,
                                   on_progress=lambda s: self.call_from_thread(self.set_status, s))
         except AdvisorError as err:
             self.call_from_thread(self.notify, str(err), severity="error")
@@ -403,13 +426,13 @@ class AdvisorApp(App):
     def run_microbench(self) -> None:
         view = self.query_one("#microbench-view", DocView)
         self.call_from_thread(view.message, "running microbenchmarks…")
-        doc = views.microbench_doc(self.analysis,
+        doc = actions.microbench_doc(self.analysis,
                                    on_progress=lambda s: self.call_from_thread(self.set_status, s))
         self.call_from_thread(view.show, doc)
 
     def on_unmount(self) -> None:
         if self.supervisor is not None:
-            views.stop_server(self.supervisor)
+            actions.stop_server(self.supervisor)
 
 
 def make_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None = None,
@@ -422,6 +445,7 @@ def make_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None 
     state = load_state(state_file)
     probe_fn = probe or views.default_probe
     gpu_choices = views.gpu_choices()
+    explicit = bool(gpu or state.gpu_id)     # chosen now or remembered: the probe does not override it
     if gpu:
         state = dataclasses.replace(state, gpu_id=gpu)
     elif state.gpu_id is None:
@@ -436,4 +460,4 @@ def make_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None 
     elif not state.checkpoint and demos:
         state = dataclasses.replace(state, checkpoint=f"demo:{demos[0]}")
     return AdvisorApp(state=state, state_file=state_file, probe=probe_fn, gpu_choices=gpu_choices,
-                      demos=demos, workloads=views.workload_names())
+                      demos=demos, workloads=views.workload_names(), gpu_explicit=explicit)

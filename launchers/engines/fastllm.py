@@ -8,7 +8,8 @@ from launchers.engines._common import map_value, need_draft, visible_devices
 from launchers.versions import Gate, require
 
 KV = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": None,
-      "nvfp4": "fp4_e2m1", "q8_0": None, "q4_0": None}
+      "nvfp4": "fp4_e2m1", "q8_0": None, "q4_0": None,
+      "bfloat16": "bfloat16", "float16": "float16", "fp8": "fp8_e4m3", "fp4_e2m1": "fp4_e2m1"}
 SRC = "ftllm/util.py@1.9.0"
 G_FP4_KV = Gate("--kv_cache_dtype fp4_e2m1", since="1.9.0", source=SRC, hint="use --kv_cache_dtype fp8_e4m3")
 G_DFLASH = Gate("--speculative_algorithm dflash / --speculative_num_draft_tokens", since="1.9.0",

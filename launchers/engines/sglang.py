@@ -9,7 +9,7 @@ from launchers.engines._common import map_value, need_draft, visible_devices
 from launchers.versions import Gate, check_removed, parse, require
 
 KV = {"auto": "auto", "bf16": "bf16", "fp16": None, "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
-      "nvfp4": "nvfp4", "q8_0": None, "q4_0": None}
+      "nvfp4": "nvfp4", "q8_0": None, "q4_0": None, "bfloat16": "bfloat16", "fp4_mx_block16": "fp4_mx_block16"}
 SPEC = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK",
         "ngram": "NGRAM", "draft_model": "STANDALONE"}
 NEEDS_DRAFT = {"EAGLE", "EAGLE3", "DFLASH", "DSPARK", "STANDALONE"}

@@ -10,7 +10,11 @@ from launchers.engines._common import map_value, need_draft, visible_devices
 from launchers.versions import Gate, check_removed, require
 
 KV = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
-      "nvfp4": "nvfp4", "q8_0": None, "q4_0": None}
+      "nvfp4": "nvfp4", "q8_0": None, "q4_0": None,
+      # engine-native spellings (as a plan recommends them) pass through
+      "bfloat16": "bfloat16", "float16": "float16", "fp8": "fp8", "nvfp4_4over6": "nvfp4_4over6",
+      "int8_per_token_head": "int8_per_token_head", "int4_per_token_head": "int4_per_token_head",
+      "fp8_per_token_head": "fp8_per_token_head"}
 SPEC = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark",
         "ngram": "ngram", "draft_model": "draft_model"}
 NEEDS_DRAFT = {"eagle", "eagle3", "dflash", "dspark", "draft_model"}

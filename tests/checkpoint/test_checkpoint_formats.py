@@ -6,7 +6,7 @@ import pytest
 
 from advisor.checkpoint.inspect import inspect_checkpoint
 
-from conftest import H, I, L, LLAMA_CONFIG, V, linear, llama_tensors, norms, with_qc, _z, torch  # noqa: F401
+from ckpt_builders import H, HEADS, I, L, LLAMA_CONFIG, V, linear, llama_tensors, norms, with_qc, _z, torch  # noqa: F401
 
 # ---- compressed-tensors argument blocks exactly as llm-compressor 0.14.0.1 writes them (oracles.md §2)
 _A = {"actorder": None, "block_structure": None, "observer_kwargs": {}, "zp_dtype": None, "symmetric": True}

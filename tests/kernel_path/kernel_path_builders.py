@@ -1,8 +1,8 @@
-"""Builders for the kernel-path tests: GPUs and checkpoints as frozen records, built directly."""
+"""Builders for the kernel-path tests: GPUs and checkpoints as frozen records, built directly.
+
+Imported by the test modules (not a conftest: plain functions are enough)."""
 
 from __future__ import annotations
-
-import pytest
 
 from advisor.checkpoint.model import (
     ActQuant, ArchInfo, CheckpointInfo, MLAInfo, MoEInfo, ModuleGroup, Totals, WeightQuant,
@@ -85,12 +85,3 @@ def checkpoint(preset: str = "nvfp4-w4a4", *, moe: bool = False, moe_preset: str
                           modules=tuple(modules), arch=arch, totals=Totals(), kv_cache_quant=kv,
                           kept_bf16=kept)
 
-
-@pytest.fixture
-def make_gpu():
-    return gpu
-
-
-@pytest.fixture
-def make_checkpoint():
-    return checkpoint

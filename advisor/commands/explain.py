@@ -1,0 +1,112 @@
+"""`nvfp4-advisor explain CHECKPOINT --gpu ID|auto --engine vllm|sglang|fastllm[@VERSION]`:
+which kernel the engine runs for each layer class on this GPU, and why."""
+
+from __future__ import annotations
+
+import argparse
+
+from advisor.commands._gpu_args import add_gpu_arguments
+
+NAME = "explain"
+HELP = "which kernel an engine runs for each layer class of a checkpoint on a GPU, and why"
+ORDER = 40
+
+# --with/--without names -> InstallOptions facts.
+DEPENDENCY_NAMES = {
+    "flashinfer": "flashinfer", "flashinfer-cubin": "flashinfer_cubin", "nvcc": "nvcc_ninja",
+    "nvcc-ninja": "nvcc_ninja", "deepgemm": "deepgemm", "humming": "humming", "b12x": "b12x",
+    "triton-kernels": "triton_kernels", "fbgemm": "fbgemm", "conch": "conch",
+    "cutlass-fp8": "cutlass_fp8_build",
+}
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _dependency(text: str) -> str:
+    name = text.strip().lower().replace("_", "-")
+    if name not in DEPENDENCY_NAMES:
+        raise argparse.ArgumentTypeError(f"unknown dependency {text!r}; choose from {', '.join(DEPENDENCY_NAMES)}")
+    return DEPENDENCY_NAMES[name]
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("checkpoint", metavar="CHECKPOINT",
+                        help="local folder, .safetensors file, hub id org/name[@revision], or demo:NAME")
+    add_gpu_arguments(parser)
+    parser.add_argument("--engine", default="vllm", metavar="ENGINE[@VERSION]",
+                        help="vllm, sglang or fastllm, optionally @VERSION (default: vllm, newest rules)")
+    parser.add_argument("--all-gpus", action="store_true", help="the decision on every GPU in the table")
+    g = parser.add_argument_group("install and launch options (what the engine finds and is told)")
+    g.add_argument("--no-flashinfer", action="store_true", help="FlashInfer is not installed")
+    g.add_argument("--with", dest="with_deps", action="append", type=_dependency, default=[], metavar="DEP",
+                   help=f"treat DEP as present ({', '.join(DEPENDENCY_NAMES)}); repeatable")
+    g.add_argument("--without", dest="without_deps", action="append", type=_dependency, default=[], metavar="DEP",
+                   help="treat DEP as absent, e.g. --without flashinfer-cubin; repeatable")
+    g.add_argument("--linear-backend", metavar="NAME", help="vLLM --linear-backend")
+    g.add_argument("--moe-backend", metavar="NAME", help="vLLM --moe-backend")
+    g.add_argument("--attention-backend", metavar="NAME", help="vLLM/SGLang --attention-backend")
+    g.add_argument("--engine-flag", action="append", type=_key_value, default=[], metavar="NAME=VALUE",
+                   help="another engine flag the rules know, e.g. fp4_gemm_backend=marlin or dtype=fp8_e4m3")
+    g.add_argument("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype passed to the engine")
+    g.add_argument("--env", action="append", type=_key_value, default=[], metavar="KEY=VAL",
+                   help="environment override, e.g. VLLM_DISABLED_KERNELS=CutlassInt8ScaledMMLinearKernel")
+    g.add_argument("--tp", type=int, metavar="N", help="tensor-parallel size (default: --gpus)")
+    g.add_argument("--ep", type=int, default=1, metavar="N", help="expert-parallel size (default: 1)")
+
+
+def options_from_args(args):
+    from advisor.kernel_path.options import InstallOptions
+
+    facts: dict[str, bool] = {}
+    if args.no_flashinfer:
+        facts["flashinfer"] = False
+    for f in args.with_deps:
+        facts[f] = True
+    for f in args.without_deps:
+        facts[f] = False
+    flags = []
+    for name in ("linear_backend", "moe_backend", "attention_backend"):
+        value = getattr(args, name)
+        if value:
+            flags.append((name, value))
+    flags += [(k.replace("-", "_"), v) for k, v in args.engine_flag]
+    labels = tuple(f"{'with' if v else 'without'} {k}" for k, v in facts.items())
+    return InstallOptions(**facts, flags=tuple(flags), env=tuple(args.env),
+                          kv_cache_dtype=args.kv_cache_dtype, tp=args.tp, ep=args.ep, labels=labels)
+
+
+def run(args):
+    from advisor.checkpoint.inspect import inspect_checkpoint
+    from advisor.commands import Outcome
+    from advisor.errors import EXIT_OK, EXIT_UNSUPPORTED
+    from advisor.jsonout import document
+    from advisor.kernel_path.explain import explain, explain_all_gpus
+    from advisor.kernel_path.render import all_gpus_doc, explanation_doc, options_payload
+    from advisor.kernel_path.rules import parse_engine_spec
+
+    engine, version = parse_engine_spec(args.engine)
+    options = options_from_args(args)
+    info = inspect_checkpoint(args.checkpoint)
+    if args.all_gpus:
+        from advisor.gpu_table import load_gpu_table
+
+        table = load_gpu_table()
+        exps = explain_all_gpus(info, engine, version=version, options=options, gpus=args.gpus or 1, table=table)
+        payload = {"checkpoint": info.source, "options": options_payload(options), "explanations": exps}
+        return Outcome(json=document("explain-all-gpus", payload), doc=all_gpus_doc(exps, table, info),
+                       exit_code=EXIT_OK)
+    from advisor.commands._gpu_args import selection_from_args
+
+    sel = selection_from_args(args)
+    exp = explain(info, sel.spec, gpus=sel.count, engine=engine, version=version, options=options)
+    payload = {"checkpoint": info.source, "gpu_selection": {"id": sel.spec.id, "count": sel.count,
+                                                            "source": sel.source, "note": sel.note},
+               "options": options_payload(options), "explanation": exp}
+    engine_fails = any(not d.runs and not (d.error or "").startswith("no rule:") for d in exp.decisions)
+    return Outcome(json=document("explain", payload), doc=explanation_doc(exp, sel.spec, info, options),
+                   exit_code=EXIT_UNSUPPORTED if engine_fails else EXIT_OK)

@@ -1,0 +1,258 @@
+"""`nvfp4-advisor launch CHECKPOINT --engine E`: a tuned serve command, supervised until ready,
+with a kernel check against `explain`, kept serving until Ctrl-C."""
+
+from __future__ import annotations
+
+NAME = "launch"
+HELP = "generate, start and supervise an engine server (vllm, sglang, fastllm, llamacpp, trtllm, transformers)"
+ORDER = 60
+
+ENGINES = ("vllm", "sglang", "fastllm", "llamacpp", "trtllm", "transformers")
+SPEC_METHODS = ("mtp", "eagle", "eagle3", "dflash", "dspark", "ngram", "draft_model")
+
+
+def _devices(text: str) -> tuple[int, ...]:
+    import argparse
+
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1 — got {text!r}") from None
+
+
+def add_arguments(parser) -> None:
+    from advisor.commands._gpu_args import add_gpu_arguments
+
+    parser.add_argument("checkpoint", metavar="CHECKPOINT", nargs="?",
+                        help="checkpoint folder (GGUF file for llamacpp); optional with --profile")
+    parser.add_argument("--engine", choices=ENGINES, help="serving engine")
+    parser.add_argument("--engine-version", metavar="V", help="target this engine version's flags (default: detect)")
+    add_gpu_arguments(parser, default=None)
+    parser.add_argument("--port", type=int, help="port on 127.0.0.1 (default 8000)")
+    parser.add_argument("--served-model-name", metavar="NAME")
+    parser.add_argument("--tp", type=int, help="tensor parallel size (default: --gpus or 1)")
+    parser.add_argument("--pp", type=int, help="pipeline parallel size")
+    parser.add_argument("--nodes", type=int, help="nodes (more than 1: Ray cluster steps, vLLM only)")
+    parser.add_argument("--head-address", metavar="IP", help="multi-node: IP of the Ray head node")
+    parser.add_argument("--kv-cache-dtype", metavar="DTYPE",
+                        help="auto, bf16, fp16, fp8_e4m3, fp8_e5m2, nvfp4, q8_0, q4_0 (or the engine's own name)")
+    parser.add_argument("--max-batch", type=int, help="concurrent sequences")
+    parser.add_argument("--max-model-len", type=int, help="context length")
+    parser.add_argument("--max-batched-tokens", type=int)
+    parser.add_argument("--memory-share", type=float, help="fraction of GPU memory for the engine")
+    parser.add_argument("--chunked-prefill", type=int, metavar="TOKENS", help="chunk size; 0 disables where possible")
+    parser.add_argument("--spec-method", choices=SPEC_METHODS, help="speculative decoding method")
+    parser.add_argument("--draft-tokens", type=int, help="tokens drafted per step (not counting the anchor)")
+    parser.add_argument("--draft-model", metavar="PATH", help="draft checkpoint")
+    parser.add_argument("--linear-backend", metavar="NAME")
+    parser.add_argument("--moe-backend", metavar="NAME")
+    parser.add_argument("--no-cuda-graphs", action="store_true", help="turn CUDA graphs off")
+    parser.add_argument("--cuda-devices", type=_devices, metavar="0,1", help="CUDA_VISIBLE_DEVICES for the server")
+    parser.add_argument("--device", help="transformers serve: cpu | cuda | auto")
+    parser.add_argument("--weight-dtype", help="engine --dtype override (FastLLM)")
+    parser.add_argument("--api-key-env", metavar="VAR", help="read the server API key from this environment variable")
+    parser.add_argument("--extra-arg", action="append", default=None, metavar="ARG",
+                        help="pass ARG to the engine unchanged (repeatable; use --extra-arg=--flag)")
+    parser.add_argument("--plan", metavar="PLAN.json", help="take settings (and the KV pool prediction) from `plan --json`")
+    parser.add_argument("--profile", metavar="NAME", help="start from a saved launch profile")
+    parser.add_argument("--save-profile", metavar="NAME", help="save these settings as a launch profile")
+    parser.add_argument("--dry-run", action="store_true", help="print the command and exit")
+    parser.add_argument("--check", action="store_true", help="start, wait until ready, run the kernel check, stop")
+    parser.add_argument("--ready-timeout", type=float, default=900.0, metavar="S", help="seconds (default 900)")
+    parser.add_argument("--log", metavar="FILE", help="server log file (default: user data dir)")
+    parser.add_argument("--follow", action="store_true", help="echo the server log to stderr")
+    parser.add_argument("--stop-leftovers", action="store_true",
+                        help="stop servers an earlier nvfp4-advisor run left running")
+
+
+_SIMPLE = ("port", "served_model_name", "tp", "pp", "nodes", "head_address", "kv_cache_dtype", "max_batch",
+           "max_model_len", "max_batched_tokens", "memory_share", "chunked_prefill", "linear_backend",
+           "moe_backend", "device", "weight_dtype", "cuda_devices")
+
+
+def build_settings(args, environ):
+    """ServeSettings from profile < plan < explicit flags (edge code: reads files and the environment)."""
+    import dataclasses
+    import json
+
+    from advisor.errors import BadInput, UsageError
+    from launchers import profiles
+    from launchers.settings import ServeSettings, Speculative, settings_from_plan
+
+    base, key_env, plan_doc = None, args.api_key_env, None
+    if args.profile:
+        base, saved_env = profiles.load(args.profile)
+        key_env = key_env or saved_env
+    model = args.checkpoint or (base.model if base else None)
+    engine = args.engine or (base.engine if base else None)
+    if not model or not engine:
+        raise UsageError("give CHECKPOINT and --engine (or --profile NAME)")
+    if args.plan:
+        try:
+            plan_doc = json.loads(open(args.plan, encoding="utf-8").read())
+        except OSError as err:
+            raise BadInput(f"cannot read: {err.strerror}", path=args.plan) from None
+        except ValueError as err:
+            raise BadInput(f"not JSON: {err}", path=args.plan) from None
+        if not isinstance(plan_doc, dict) or "recommendation" not in plan_doc:
+            raise BadInput("not a `plan --json` document (no recommendation)", path=args.plan)
+        base = settings_from_plan(plan_doc, engine=engine, model=model,
+                                  **({} if base is None else {"port": base.port}))
+    s = base or ServeSettings(engine=engine, model=model)
+    s = dataclasses.replace(s, engine=engine, model=model)
+    changes = {k: getattr(args, k) for k in _SIMPLE if getattr(args, k, None) is not None}
+    if args.engine_version:
+        changes["version"] = args.engine_version
+    if args.tp is None and args.gpus and "tp" not in changes and not args.plan and not args.profile:
+        changes["tp"] = args.gpus
+    if args.no_cuda_graphs:
+        changes["cuda_graphs"] = False
+    if args.extra_arg:
+        changes["extra_args"] = tuple(args.extra_arg)
+    if args.spec_method or args.draft_tokens or args.draft_model:
+        old = s.speculative
+        method = args.spec_method or (old.method if old else None)
+        tokens = args.draft_tokens or (old.draft_tokens if old else None)
+        if not method or not tokens:
+            raise UsageError("speculative decoding needs --spec-method and --draft-tokens")
+        changes["speculative"] = Speculative(method, tokens, args.draft_model or (old.draft_model if old else None))
+    if key_env:
+        key = environ.get(key_env)
+        if not key:
+            raise UsageError(f"--api-key-env {key_env}: that environment variable is empty or unset")
+        changes["api_key"] = key
+    return dataclasses.replace(s, **changes), key_env, plan_doc
+
+
+def _explanation(args, settings, notes, version):
+    """explain's prediction for the kernel check; None (with a note) when it cannot be made."""
+    if settings.engine not in ("vllm", "sglang", "fastllm") or args.gpu is None:
+        if settings.engine in ("vllm", "sglang", "fastllm"):
+            notes.append("kernel prediction skipped: pass --gpu ID|auto to compare the engine's kernels with explain")
+        return None
+    from advisor.checkpoint.inspect import inspect_checkpoint
+    from advisor.commands._gpu_args import selection_from_args
+    from advisor.errors import AdvisorError
+    from advisor.kernel_path.explain import explain
+
+    try:
+        sel = selection_from_args(args)
+        info = inspect_checkpoint(settings.model)
+        return explain(info, sel.spec, gpus=sel.count, engine=settings.engine, version=version)
+    except AdvisorError as err:
+        notes.append(f"kernel prediction skipped: {err}")
+        return None
+
+
+def run(args):
+    import os
+    import sys
+    import time
+    from pathlib import Path
+
+    from advisor.commands import Outcome
+    from advisor.doc import Bullets, Doc, KeyValues, Paragraph
+    from advisor.jsonout import document
+    from launchers import kernel_check, pidfile, profiles, report, watchdog
+    from launchers.engines import build_command
+    from launchers.settings import predicted_kv_tokens
+    from launchers.supervisor import Server, ServerFailed, stop_leftover
+    from launchers.versions import detect_version
+
+    settings, key_env, plan_doc = build_settings(args, os.environ)
+    detected = None if settings.version else detect_version(settings.engine)
+    cmd = build_command(settings, detected)
+    payload = {"command": cmd, "dry_run": bool(args.dry_run)}
+    doc = report.command_doc(cmd)
+    if args.save_profile:
+        path = profiles.save(args.save_profile, settings, api_key_env=key_env)
+        payload["saved_profile"] = str(path)
+        doc = doc + Doc((Paragraph(f"saved launch profile {args.save_profile!r}: {path}", "good"),))
+    if args.dry_run:
+        return Outcome(json=document("launch", payload), doc=doc)
+
+    quiet = bool(args.json)
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    left = pidfile.leftovers()
+    if left:
+        if args.stop_leftovers or (sys.stdin.isatty() and not quiet and _ask(left)):
+            for rec in left:
+                res = stop_leftover(rec)
+                say(f"stopped leftover {rec.engine} server pid {rec.pid} on port {rec.port} ({res.signal})")
+        else:
+            payload["leftovers"] = [{"pid": r.pid, "port": r.port, "engine": r.engine} for r in left]
+            doc = doc + Doc((Bullets(tuple(f"pid {r.pid}: {r.engine} on port {r.port} — {r.command_line}" for r in left),
+                                     title="Servers left running by an earlier run (stop: --stop-leftovers)",
+                                     style="warn"),))
+    notes: list[str] = []
+    explanation = _explanation(args, settings, notes, cmd.version)
+    kv_pred = predicted_kv_tokens(plan_doc) if plan_doc else None
+    log_path = Path(args.log) if args.log else (pidfile.run_dir().parent / "logs" /
+                                                f"{settings.engine}-{settings.port}-{time.strftime('%Y%m%d-%H%M%S')}.log")
+    server = Server(cmd, log_path=log_path, on_line=(lambda line: say(f"  | {line}")) if args.follow else None)
+    say(f"starting: {cmd.display()}")
+    say(f"log: {log_path}")
+    last = [0.0]
+
+    def progress(p) -> None:
+        if p.elapsed_s - last[0] >= 5.0:
+            last[0] = p.elapsed_s
+            say(f"  {p.elapsed_s:5.0f} s  {p.phase}: {p.probe}  {p.last_line[:100]}")
+
+    payload["log"] = str(log_path)
+    try:
+        server.start()
+        ready = server.wait_ready(args.ready_timeout, on_progress=progress)
+    except ServerFailed as err:
+        stop = server.stop() if server.proc else None
+        payload.update(ready=False, error=str(err), findings=list(err.findings), log_tail=list(err.tail), stop=stop)
+        return Outcome(json=document("launch", payload), doc=doc + report.failure_doc(err), exit_code=1)
+    except KeyboardInterrupt:
+        server.stop()
+        raise
+    kc = kernel_check.check(server.tail(4000), explanation, kv_pred)
+    check_doc = report.kernel_check_doc(kc) + report.findings_doc(ready.findings, "Warnings at start-up")
+    payload.update(ready=True, ready_after_s=ready.elapsed_s, url=ready.base_url, kernel_check=kc,
+                   startup_findings=list(ready.findings), notes=notes)
+    doc = doc + Doc((KeyValues((("ready after", f"{ready.elapsed_s:.1f} s"), ("url", ready.base_url))),)) + check_doc
+    if notes:
+        doc = doc + Doc((Bullets(tuple(notes), style="dim"),))
+    if args.check:
+        payload["stop"] = server.stop()
+        return Outcome(json=document("launch", payload), doc=doc)
+    say(report.plain(check_doc))
+    say(f"serving {settings.model_id} at {ready.base_url} — Ctrl-C to stop")
+    dog = watchdog.Watchdog(lambda: [p.pid for p in server.processes()]).start()
+    exit_code = 0
+    try:
+        while server.returncode is None:
+            time.sleep(0.5)
+        err = server.failure(f"{settings.engine} exited with status {server.returncode} while serving",
+                              server.returncode)
+        doc = doc + report.failure_doc(err)
+        payload["error"] = str(err)
+        exit_code = 1
+    except KeyboardInterrupt:
+        say("stopping …")
+    samples = dog.stop()
+    payload["stop"] = server.stop()
+    payload["watchdog"] = watchdog.findings(samples, expect_gpu=settings.device != "cpu")
+    doc = doc + Doc((KeyValues((("stopped with", payload["stop"].signal or "already exited"),
+                                ("after", f"{payload['stop'].elapsed_s:.1f} s"))),))
+    return Outcome(json=document("launch", payload), doc=doc, exit_code=exit_code)
+
+
+def _ask(left) -> bool:
+    import sys
+
+    for r in left:
+        print(f"nvfp4-advisor: pid {r.pid} ({r.engine}, port {r.port}) was left running by an earlier launch",
+              file=sys.stderr)
+    try:
+        return input("stop it now? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False

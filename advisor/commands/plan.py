@@ -1,0 +1,136 @@
+"""`nvfp4-advisor plan CHECKPOINT`: predicted speed and memory of the path that really runs, and
+the serve settings tuned for a workload."""
+
+from __future__ import annotations
+
+NAME = "plan"
+HELP = "predict decode/prefill speed and KV memory for the real kernel path; recommend serve settings"
+ORDER = 50
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    import argparse
+
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def add_arguments(parser) -> None:
+    from advisor.commands._gpu_args import add_gpu_arguments
+
+    parser.add_argument("checkpoint", metavar="CHECKPOINT",
+                        help="local folder, .safetensors file, hub id org/name[@revision], or demo:NAME")
+    add_gpu_arguments(parser)
+    parser.add_argument("--engine", metavar="E[@V]", default="vllm",
+                        help="serving engine and optional version, e.g. vllm@0.33 (default: vllm)")
+    parser.add_argument("--workload", default="interactive",
+                        help="workload profile: interactive, agents, long-context, batch, or one from --workloads")
+    parser.add_argument("--workloads", metavar="YAML", default=None,
+                        help="your own workload profiles file (same format as profiles/workloads.yaml)")
+    what = parser.add_argument_group("what-if overrides")
+    what.add_argument("--vram", metavar="GB", type=float, help="VRAM per GPU in GiB (modded cards)")
+    what.add_argument("--power-limit", metavar="W", type=float, help="the card's power limit")
+    what.add_argument("--bandwidth", metavar="GB/s", type=float, help="DRAM bandwidth instead of the table's")
+    what.add_argument("--pcie-gen", type=int, help="PCIe generation between the GPUs (TP all-reduce)")
+    what.add_argument("--pcie-lanes", type=int, help="PCIe lanes per GPU")
+    what.add_argument("--no-calibration", action="store_true", help="ignore saved microbench calibration")
+    fixed = parser.add_argument_group("settings you already fixed (the tuner keeps them)")
+    fixed.add_argument("--kv-cache-dtype", metavar="DTYPE", help="engine KV-cache dtype flag value")
+    fixed.add_argument("--max-batch", type=int, help="max concurrent sequences (max-num-seqs)")
+    fixed.add_argument("--memory-share", type=float, help="engine memory fraction (gpu-memory-utilization)")
+    fixed.add_argument("--chunked-prefill", type=int, help="chunked-prefill size in tokens")
+    fixed.add_argument("--tp", type=int, help="tensor-parallel size")
+    fixed.add_argument("--draft-tokens", type=int, help="speculative draft tokens k (0 = off)")
+    fixed.add_argument("--spec-method", choices=("mtp", "eagle", "eagle3", "dflash", "ngram", "draft_model"),
+                       help="speculative method (default: the checkpoint's MTP head, else n-gram)")
+    fixed.add_argument("--acceptance", type=_floats, metavar="A1,A2,...",
+                       help="measured per-position draft acceptance rates")
+    fixed.add_argument("--draft-bytes", type=float, metavar="BYTES", help="bytes one draft pass reads")
+    graphs = fixed.add_mutually_exclusive_group()
+    graphs.add_argument("--cuda-graphs", dest="cuda_graphs", action="store_true", default=None,
+                        help="CUDA graphs on")
+    graphs.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", help="eager mode")
+    fixed.add_argument("--context", type=int, metavar="TOKENS", help="context length to cost decode at")
+    fixed.add_argument("--prompt", type=int, metavar="TOKENS", help="prompt length to cost prefill at")
+
+
+def _device(selection, probe_result):
+    if probe_result is None or not selection.devices:
+        return None
+    for d in probe_result.devices:
+        if d.index == selection.devices[0]:
+            return d
+    return None
+
+
+def _positive(name: str, value) -> None:
+    from advisor.errors import UsageError
+
+    if value is not None and value <= 0:
+        raise UsageError(f"{name} must be positive (got {value:g})")
+
+
+def overrides_from_args(args, device=None):
+    from advisor.cost.overrides import Overrides
+
+    for name in ("vram", "power_limit", "bandwidth", "max_batch", "chunked_prefill", "tp", "context",
+                 "prompt", "draft_bytes", "pcie_gen", "pcie_lanes"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name, None))
+    if args.memory_share is not None and not 0 < args.memory_share <= 1:
+        from advisor.errors import UsageError
+
+        raise UsageError(f"--memory-share must be in (0, 1] (got {args.memory_share:g})")
+    power = args.power_limit
+    pcie_gen, pcie_lanes = args.pcie_gen, args.pcie_lanes
+    if device is not None:
+        raw = device.nvml
+        if power is None:
+            power = raw.enforced_power_limit_w or raw.power_limit_w
+        pcie_gen = pcie_gen or raw.pcie_max_gen
+        pcie_lanes = pcie_lanes or raw.pcie_max_width
+    return Overrides(
+        vram_gb=args.vram, power_limit_w=power, bandwidth_gbs=args.bandwidth, kv_cache_dtype=args.kv_cache_dtype,
+        max_batch=args.max_batch, memory_share=args.memory_share, chunked_prefill=args.chunked_prefill,
+        tp=args.tp, draft_tokens=args.draft_tokens, spec_method=args.spec_method, acceptance=args.acceptance,
+        draft_bytes=args.draft_bytes, cuda_graphs=args.cuda_graphs, context_tokens=args.context,
+        prompt_tokens=args.prompt, pcie_gen=pcie_gen, pcie_lanes=pcie_lanes)
+
+
+# Re-exported: the report command imports it from here.
+from advisor.analysis import kv_decisions  # noqa: E402,F401
+
+
+def run(args):
+    from advisor.calibration import load_calibration
+    from advisor.checkpoint.inspect import inspect_checkpoint
+    from advisor.commands import Outcome
+    from advisor.commands._gpu_args import selection_from_args
+    from advisor.analysis import explain_and_plan
+    from advisor.cost.plan_doc import to_doc
+    from advisor.cost.workload import get_workload
+    from advisor.jsonout import document
+    from advisor.kernel_path.options import InstallOptions
+    from advisor.probe import probe
+
+    engine, _, version = args.engine.partition("@")
+    workload = get_workload(args.workload, args.workloads)
+    probe_result = probe()            # also for an id: a probed card brings its uuid and power limit
+    selection = selection_from_args(args, probe_result)
+    device = _device(selection, probe_result)
+    overrides = overrides_from_args(args, device)
+    checkpoint = inspect_checkpoint(args.checkpoint)
+    gpu, n = selection.spec, selection.count
+    options = InstallOptions(kv_cache_dtype=args.kv_cache_dtype, tp=args.tp)
+    calibration = None
+    if not args.no_calibration:
+        uuid = device.nvml.uuid if device is not None else None
+        calibration = load_calibration(gpu.id, uuid)
+    explanation, plan = explain_and_plan(checkpoint, gpu, gpus=n, engine=engine, version=version or None,
+                                         workload=workload, overrides=overrides, calibration=calibration,
+                                         options=options)
+    payload = plan.to_json()
+    payload["gpu"]["selection"] = selection.note
+    payload["explanation_summary"] = explanation.summary
+    return Outcome(json=document("plan", payload), doc=to_doc(plan))

@@ -1,0 +1,317 @@
+"""`nvfp4-advisor report CHECKPOINT -o FILE`: a shareable compatibility report (md | json | html).
+
+One checkpoint on the planning GPU(s): hardware, checkpoint classification, kernel path, predictions
+and the tuned launch command; optionally measurements (launch log, benchmark, microbench,
+calibration) and the compatibility matrix across many GPUs and engines (--compare).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "report"
+HELP = "write a compatibility report (Markdown, JSON or HTML) for a checkpoint, optionally across many GPUs"
+ORDER = 80
+
+FORMATS = ("md", "json", "html")
+_SUFFIX = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html"}
+
+
+def _engines(text: str) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not items:
+        raise argparse.ArgumentTypeError("expected one or more engines, e.g. vllm or vllm,sglang")
+    return items
+
+
+def add_arguments(parser) -> None:
+    from advisor.commands._gpu_args import add_gpu_arguments
+
+    parser.add_argument("checkpoint", metavar="CHECKPOINT",
+                        help="local folder, .safetensors file, hub id org/name[@revision], or demo:NAME")
+    add_gpu_arguments(parser)
+    parser.add_argument("--compare", metavar="all|ID,ID,...",
+                        help="add the compatibility matrix for these GPU ids (or the whole table)")
+    parser.add_argument("--engine", type=_engines, default=("vllm",), metavar="E[@V][,E...]",
+                        help="engine(s); the first is the report's, all appear in the matrix (default: vllm)")
+    parser.add_argument("--workload", default="interactive",
+                        help="workload profile: interactive, agents, long-context, batch (default: interactive)")
+    parser.add_argument("--format", choices=FORMATS, help="md, json or html (default: from the -o suffix, else md)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the report")
+    parser.add_argument("--port", type=int, default=8000, help="port in the generated launch command (default 8000)")
+    parser.add_argument("--api-key", metavar="KEY",
+                        help="API key the launch command sets (shown as *** in the report)")
+    m = parser.add_argument_group("measurements to include (optional)")
+    m.add_argument("--launch-log", metavar="FILE", help="engine start-up log: kernel check against the prediction")
+    m.add_argument("--bench", metavar="FILE", help="`bench --json` output: measured vs this report's prediction")
+    m.add_argument("--microbench", metavar="FILE", help="`microbench --json` output")
+    m.add_argument("--calibration", metavar="FILE",
+                   help="calibration JSON (default: the one saved by microbench for this GPU, if any)")
+    m.add_argument("--no-calibration", action="store_true", help="ignore saved microbench calibration")
+
+
+# ---------------------------------------------------------------- edge helpers
+def _format(args) -> str:
+    from pathlib import Path
+
+    if args.format:
+        return args.format
+    return _SUFFIX.get(Path(args.output).suffix.lower(), "md")
+
+
+def reproduce_command(args, fmt: str) -> str:
+    """The command line that regenerates this report (secrets shown as ***)."""
+    import shlex
+
+    parts = ["nvfp4-advisor", "report", args.checkpoint]
+    if args.gpu is not None:
+        parts += ["--gpu", args.gpu]
+    if args.gpus is not None:
+        parts += ["--gpus", str(args.gpus)]
+    parts += ["--engine", ",".join(args.engine), "--workload", args.workload]
+    if args.compare:
+        parts += ["--compare", args.compare]
+    if args.port != 8000:
+        parts += ["--port", str(args.port)]
+    if args.api_key:
+        parts += ["--api-key", "***"]
+    for flag, value in (("--launch-log", args.launch_log), ("--bench", args.bench),
+                        ("--microbench", args.microbench), ("--calibration", args.calibration)):
+        if value:
+            parts += [flag, value]
+    if args.no_calibration:
+        parts.append("--no-calibration")
+    parts += ["--format", fmt, "-o", args.output]
+    return " ".join(shlex.quote(p) if p != "***" else p for p in parts)
+
+
+def _read_json(path: str) -> dict:
+    import json
+    from pathlib import Path
+
+    from advisor.errors import BadInput
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise BadInput(f"cannot read: {err.strerror}", path=path) from None
+    except ValueError as err:
+        raise BadInput(f"not JSON: {err}", path=path) from None
+    if not isinstance(data, dict):
+        raise BadInput("expected a JSON object", path=path)
+    return data
+
+
+def _compare_gpus(text: str, table) -> list:
+    from advisor.errors import UsageError
+    from advisor.gpu_table import get_gpu
+
+    if text.strip().lower() == "all":
+        return list(table)
+    ids = [x.strip() for x in text.split(",") if x.strip()]
+    if not ids:
+        raise UsageError("--compare needs 'all' or GPU ids, e.g. --compare rtx-3090,rtx-5090")
+    return [get_gpu(i) for i in dict.fromkeys(ids)]
+
+
+def _plan_overrides(args, selection, probe_result):
+    """What `plan CHECKPOINT --gpu ...` would use: a probed card's power limit and PCIe link."""
+    from advisor.commands import plan as plan_cmd
+
+    parser = argparse.ArgumentParser(add_help=False)
+    plan_cmd.add_arguments(parser)
+    device = plan_cmd._device(selection, probe_result)
+    return plan_cmd.overrides_from_args(parser.parse_args([args.checkpoint]), device), device
+
+
+def _analysis(args, selection, engine: str, version, calibration, overrides):
+    """inspect -> explain -> plan for the planning set, as `plan` computes it (same KV choices)."""
+    from advisor.analysis import Analysis, Selection
+    from advisor.checkpoint.inspect import inspect_checkpoint
+    from advisor.commands.plan import kv_decisions
+    from advisor.cost.engine_profile import load_engine_memory
+    from advisor.cost.plan import make_plan
+    from advisor.cost.workload import get_workload
+    from advisor.errors import AdvisorError
+    from advisor.kernel_path.explain import explain
+
+    sel = Selection(args.checkpoint, selection.spec.id, selection.count, engine, version, args.workload)
+    workload = get_workload(args.workload)          # a bad name is a usage error, before any work
+    checkpoint = inspect_checkpoint(args.checkpoint)
+    gpu, n = selection.spec, selection.count
+    errors: dict[str, str] = {}
+    explanation = plan = None
+    try:
+        explanation = explain(checkpoint, gpu, gpus=n, engine=engine, version=version)
+    except AdvisorError as err:
+        errors["explain"] = str(err)
+    if explanation is not None:
+        try:
+            eng = load_engine_memory(engine)
+            kvd = kv_decisions(checkpoint, gpu, n, engine, version, list(eng.kv_tune))
+            plan = make_plan(checkpoint, explanation, gpu, gpus=n, workload=workload, overrides=overrides,
+                             calibration=calibration, kv_decisions=kvd, engine_memory=eng)
+        except (AdvisorError, ValueError, ArithmeticError) as err:
+            errors["plan"] = str(err) or type(err).__name__
+    return Analysis(sel, gpu=gpu, checkpoint=checkpoint, explanation=explanation, plan=plan, errors=errors)
+
+
+def _launch(args, analysis, engine: str):
+    from advisor.errors import AdvisorError
+    from advisor.report.build import LaunchCommand
+
+    if analysis.plan is None:
+        return ()
+    try:
+        from launchers.engines import build_command
+        from launchers.settings import settings_from_plan
+
+        settings = settings_from_plan(analysis.plan, engine=engine, model=args.checkpoint, port=args.port,
+                                      api_key=args.api_key, checkpoint_scheme=analysis.checkpoint.label)
+        cmd = build_command(settings)
+    except AdvisorError as err:
+        return (LaunchCommand(engine, f"# no launch command: {err}"),)
+    notes = tuple(cmd.warnings) + tuple(cmd.notes)
+    if args.checkpoint.startswith("demo:"):
+        notes += ("demo checkpoint: replace the model argument with your local checkpoint folder",)
+    return (LaunchCommand(engine, cmd.display(), cmd.display_steps(), notes),)
+
+
+def _extras(args, analysis, calibration):
+    from advisor.doc import Doc
+    from advisor.report.build import Extra
+    from advisor.report.extras import benchmark_extra, calibration_extra, microbench_extra
+
+    out = []
+    plan = analysis.plan
+    if args.launch_log:
+        from pathlib import Path
+
+        from advisor.errors import BadInput
+        from launchers.kernel_check import check
+        from launchers.report import kernel_check_doc
+        from launchers.settings import predicted_kv_tokens
+
+        try:
+            lines = Path(args.launch_log).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as err:
+            raise BadInput(f"cannot read: {err.strerror}", path=args.launch_log) from None
+        kc = check(lines, analysis.explanation, predicted_kv_tokens(plan) if plan is not None else None)
+        doc = kernel_check_doc(kc)
+        data = {"rows": [{"layer_class": r.layer_class, "predicted": r.predicted, "observed": list(r.observed),
+                          "status": r.status, "line": r.line} for r in kc.rows],
+                "kv": {"predicted_tokens": kc.kv.predicted_tokens, "observed_tokens": kc.kv.observed_tokens,
+                       "error_pct": kc.kv.error_pct},
+                "mismatches": len(kc.mismatches)}
+        out.append(Extra("kernel_check", "Launch kernel check", Doc(doc.blocks[1:]), data))
+    if args.bench:
+        out.append(_bench_extra(_read_json(args.bench), plan, benchmark_extra))
+    if args.microbench:
+        out.append(microbench_extra(_read_json(args.microbench)))
+    if calibration is not None:
+        out.append(calibration_extra(calibration))
+    return tuple(out)
+
+
+def _bench_extra(doc: dict, plan, benchmark_extra):
+    """Measured numbers from a `bench --json` document, judged against this report's plan."""
+    from launchers.verdict import DEFAULT_BAND, Band, judge
+
+    rep = doc.get("report") if isinstance(doc.get("report"), dict) else doc
+    conc = rep.get("concurrency") if isinstance(rep.get("concurrency"), dict) else None
+    prefill = rep.get("prefill") if isinstance(rep.get("prefill"), dict) else None
+    measured = {"decode tok/s (1 stream)": rep.get("decode_tps"), "TTFT median (s)": rep.get("ttft_s")}
+    if conc:
+        measured[f"aggregate tok/s ({conc.get('streams')} streams)"] = conc.get("aggregate_tps")
+    if prefill:
+        measured["long-prompt prefill (s)"] = prefill.get("prefill_s")
+
+    def band(v):
+        return Band(v * (1 - DEFAULT_BAND), v * (1 + DEFAULT_BAND)) if v else None
+
+    verdicts = []
+    if plan is not None:
+        p = plan.predictions
+        verdicts.append(judge("decode tok/s (1 stream)", rep.get("decode_tps"), band(p.decode_tok_s)))
+        if conc and conc.get("streams") in p.decode_aggregate_tok_s:
+            streams = conc["streams"]
+            verdicts.append(judge(f"aggregate tok/s ({streams} streams)", conc.get("aggregate_tps"),
+                                  band(p.decode_aggregate_tok_s[streams])))
+    return benchmark_extra(measured, verdicts)
+
+
+def _calibration(args, selection, device):
+    if args.no_calibration:
+        return None
+    if args.calibration:
+        from advisor.calibration import _from_dict
+        from advisor.errors import BadInput
+
+        cal = _from_dict(_read_json(args.calibration))
+        if cal is None:
+            raise BadInput("not a calibration file (microbench output)", path=args.calibration)
+        return cal
+    from advisor.calibration import load_calibration
+
+    return load_calibration(selection.spec.id, device.nvml.uuid if device is not None else None)
+
+
+# ---------------------------------------------------------------- run
+def run(args):
+    import os
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    import advisor
+    from advisor.commands import Outcome
+    from advisor.commands._gpu_args import selection_from_args
+    from advisor.doc import Doc, Heading, Paragraph
+    from advisor.jsonout import document
+    from advisor.kernel_path.rules import parse_engine_spec
+    from advisor.probe import probe
+    from advisor.redact import env_secrets
+    from advisor.report.build import Hardware, Header
+    from advisor.report.export import ExportRequest, export
+    from advisor.report.output import check_target
+    from advisor.report.privacy import Scrubber
+
+    fmt = _format(args)
+    engine, version = parse_engine_spec(args.engine[0])
+    for spec in args.engine[1:]:
+        parse_engine_spec(spec)                       # every engine name checked before any work
+    local_ck = not args.checkpoint.startswith("demo:") and Path(args.checkpoint).expanduser().exists()
+    target = check_target(args.output, (args.checkpoint,) if local_ck else ())
+
+    probe_result = probe()             # also for an id: a probed card of that model is a real fingerprint
+    selection = selection_from_args(args, probe_result)
+    overrides, device = _plan_overrides(args, selection, probe_result)
+    calibration = _calibration(args, selection, device)
+    analysis = _analysis(args, selection, engine, version, calibration, overrides)
+    compare = ()
+    if args.compare:
+        from advisor.gpu_table import load_gpu_table
+
+        table = load_gpu_table()
+        compare = _compare_gpus(args.compare, list(table.values()) if isinstance(table, dict) else list(table))
+
+    uuids = [d.nvml.uuid for d in probe_result.devices] + [m.uuid for d in probe_result.devices
+                                                           for m in d.nvml.mig_devices]
+    if calibration is not None:
+        uuids.append(calibration.uuid)
+    secrets = tuple(s for s in (args.api_key,) if s) + env_secrets(os.environ)
+    scrub = Scrubber.make(secrets, home=os.path.expanduser("~"), cwd=os.getcwd(), identifiers=uuids,
+                          install_dir=str(Path(advisor.__file__).resolve().parent.parent))
+    header = Header(advisor.__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    reproduce_command(args, fmt))
+    req = ExportRequest(analysis=analysis, header=header, fmt=fmt, hardware=Hardware(selection, probe_result),
+                        compare=compare, engines=args.engine, launch=_launch(args, analysis, engine),
+                        extras=_extras(args, analysis, calibration), calibration=calibration, scrubber=scrub)
+    report, path, size = export(req, target)
+    summary = {"path": str(path), "format": fmt, "bytes": size,
+               "sections": [b.text for b in report.doc.blocks if isinstance(b, Heading) and b.level <= 2],
+               "errors": dict(analysis.errors)}
+    blocks = [Paragraph(f"Report written to {path} ({fmt}, {size:,} bytes).", style="good")]
+    if analysis.errors:
+        blocks.append(Paragraph("Some stages could not be computed: " + "; ".join(
+            f"{k}: {v}" for k, v in analysis.errors.items()), style="warn"))
+    return Outcome(json=document("report-written", summary), doc=Doc(tuple(blocks)), exit_code=0)

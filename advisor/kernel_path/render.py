@@ -1,0 +1,106 @@
+"""Explanations as renderer-neutral documents (advisor.doc) and JSON-ready option records."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from advisor.checkpoint.model import CheckpointInfo
+from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
+from advisor.gpu_spec import GpuSpec
+from advisor.kernel_path.model import Explanation, LayerDecision
+from advisor.kernel_path.options import DEPENDENCY_FACTS, InstallOptions
+from advisor.kernel_path.summary import MMA_WORDS
+
+CLASS_TITLES = {"dense_linear": "Dense linear layers", "moe_experts": "MoE experts",
+                "attention_kv": "Attention / KV cache", "lm_head_embed": "lm_head / embeddings"}
+_DEQUANT = {"none": "none (inputs are already MMA inputs)", "registers": "in registers, per tile",
+            "memory": "to 16 bits in memory before the GEMM", "cpu": "on the CPU"}
+
+
+def options_payload(options: InstallOptions) -> dict:
+    defaults = InstallOptions()
+    out = {"facts": {f: getattr(options, f) for f in DEPENDENCY_FACTS},
+           "changed_facts": [f for f in DEPENDENCY_FACTS if getattr(options, f) != getattr(defaults, f)],
+           "flags": dict(options.flags), "env": dict(options.env),
+           "kv_cache_dtype": options.kv_cache_dtype, "tp": options.tp, "ep": options.ep}
+    return out
+
+
+def _install_line(options: InstallOptions) -> str:
+    defaults = InstallOptions()
+    changed = [f"{f}={'yes' if getattr(options, f) else 'no'}" for f in DEPENDENCY_FACTS
+               if getattr(options, f) != getattr(defaults, f)]
+    base = "complete install (FlashInfer + flashinfer-cubin, DeepGEMM, Humming)"
+    return base + ("; changed: " + ", ".join(changed) if changed else "")
+
+
+def decision_blocks(d: LayerDecision) -> tuple:
+    title = CLASS_TITLES.get(d.layer_class, d.layer_class)
+    roles = ", ".join(d.roles)
+    blocks: list = [Heading(f"{title} ({roles})" if roles else title, level=2)]
+    pairs = [("checkpoint", d.checkpoint_scheme), ("runs as", d.effective_scheme if d.runs else "does not run"),
+             ("kernel", na(d.kernel)), ("tensor cores", f"{MMA_WORDS.get(d.mma, d.mma)} [{d.mma}]"),
+             ("activations", d.activation_dtype), ("dequantization", _DEQUANT.get(d.dequant, d.dequant))]
+    if d.kv_cache_dtype is not None:
+        pairs.append(("KV cache", d.kv_cache_dtype))
+    if d.source:
+        pairs.append(("source", d.source))
+    blocks.append(KeyValues(tuple(pairs)))
+    if d.error:
+        blocks.append(Paragraph(f"Error: {d.error}", style="bad"))
+    if d.reasons:
+        blocks.append(Bullets(tuple(d.reasons), title="Why"))
+    if d.rejected:
+        blocks.append(Table(("rejected candidate", "reason"), tuple((r.kernel, r.reason) for r in d.rejected),
+                            title="Rejected candidates (in the engine's order)"))
+    if d.warnings:
+        blocks.append(Bullets(tuple(f"\u201c{w.text}\u201d \u2014 {w.meaning}" for w in d.warnings),
+                              title="What the engine prints, and what it means", style="warn"))
+    return tuple(blocks)
+
+
+def explanation_doc(exp: Explanation, gpu: GpuSpec, info: CheckpointInfo, options: InstallOptions) -> Doc:
+    engine = f"{exp.engine} {exp.engine_version} rules"
+    if exp.version_note:
+        engine += f" ({exp.version_note})"
+    head = [Heading(f"Kernel path: {info.label} checkpoint on {gpu.name} (sm_{gpu.sm})"),
+            KeyValues((("checkpoint", info.source), ("engine", engine),
+                       ("GPUs", f"{exp.gpus} x {gpu.name}"), ("install", _install_line(options)))),
+            Paragraph(exp.summary, style="normal" if exp.runs else "warn")]
+    blocks = list(head)
+    for d in exp.decisions:
+        blocks += decision_blocks(d)
+    return Doc(tuple(blocks))
+
+
+def _cell(exp: Explanation, cls: str) -> str:
+    ds = [d for d in exp.decisions if d.layer_class == cls]
+    quantized = [d for d in ds if d.checkpoint_scheme not in ("BF16", "FP16")]
+    ds = quantized or ds          # the table shows what the quantized layers do
+    if not ds:
+        return "-"
+    parts = []
+    for d in ds:
+        if d.runs:
+            parts.append(f"{d.effective_scheme} via {d.kernel} [{d.mma}]")
+        else:
+            first = (d.error or "").split(". ")[0].split("; ")[0]
+            parts.append(f"FAILS: {first}")
+    return "; ".join(parts)
+
+
+def all_gpus_doc(exps: Iterable[Explanation], table: Iterable[GpuSpec], info: CheckpointInfo) -> Doc:
+    by_id = {g.id: g for g in table}
+    rows, styles = [], []
+    exps = tuple(exps)
+    for e in exps:
+        g = by_id.get(e.gpu_id)
+        rows.append((e.gpu_id, f"sm_{g.sm}" if g else "?", "yes" if e.runs else "no",
+                     _cell(e, "dense_linear"), _cell(e, "moe_experts"), _cell(e, "attention_kv"),
+                     str(sum(len(d.warnings) for d in e.decisions))))
+        styles.append("normal" if e.runs else "bad")
+    title = f"{info.label} checkpoint on every GPU ({exps[0].engine} {exps[0].engine_version} rules)" if exps else "no GPUs"
+    return Doc((Heading(title),
+                Table(("GPU", "arch", "runs", "dense linear", "MoE experts", "attention", "warnings"),
+                      tuple(rows), row_styles=tuple(styles))))
+

@@ -1,0 +1,65 @@
+"""One call from an analysis to a report file: the `report` command and the TUI's Export both use it.
+
+The edge passes what only it knows (launch commands from launchers/, measurement sections, the
+secrets and host paths to keep out); this assembles the charts and the matrix, builds the
+report, checks it against its schema and writes it atomically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from advisor.errors import AdvisorError
+from advisor.report.build import Extra, Hardware, Header, LaunchCommand, Report, ReportInputs, build_report
+from advisor.report.privacy import Scrubber
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    analysis: Any                               # advisor.analysis.Analysis
+    header: Header
+    fmt: str                                    # md | json | html
+    hardware: Hardware | None = None
+    compare: Sequence = ()                      # GpuSpecs for the matrix (empty: no matrix)
+    engines: tuple[str, ...] = ("vllm",)        # matrix engines (E or E@VERSION)
+    launch: tuple[LaunchCommand, ...] = ()
+    extras: tuple[Extra, ...] = ()
+    calibration: Any = None                     # used by the plan; drawn in the decode-vs-batch chart
+    scrubber: Scrubber = field(default_factory=Scrubber)
+
+
+def make_report(req: ExportRequest) -> Report:
+    from advisor.report.charts import plan_charts
+    from advisor.report.output import schema_errors
+
+    a = req.analysis
+    matrix = None
+    if req.compare and a.checkpoint is not None:
+        from advisor.report.matrix import compute_matrix
+
+        matrix = compute_matrix(a.checkpoint, list(req.compare), req.engines, count=a.selection.gpus,
+                                workload=a.selection.workload)
+    charts = ()
+    if a.plan is not None:
+        charts = plan_charts(a.checkpoint, a.explanation, a.gpu, a.plan, calibration=req.calibration)
+    assumed = tuple(dict.fromkeys((c.engine, c.engine_version) for c in (matrix.cells if matrix else ())
+                                  if c.engine_version))
+    report = build_report(ReportInputs(
+        analysis=a, header=req.header, hardware=req.hardware, matrix=matrix, charts=charts, launch=req.launch,
+        extras=req.extras, engines_assumed=assumed, scrubber=req.scrubber))
+    problems = schema_errors(report.data)
+    if problems:                       # a report that breaks its own schema is a bug: say so, write nothing
+        raise AdvisorError(f"internal error: the report does not match its schema ({problems[0]})")
+    return report
+
+
+def export(req: ExportRequest, target: str | Path) -> tuple[Report, Path, int]:
+    """Build, render and atomically write the report; returns it, the path and the bytes written."""
+    from advisor.report.output import render, write_atomic
+
+    report = make_report(req)
+    text = render(report, req.fmt)
+    path = write_atomic(target, text)
+    return report, path, len(text.encode("utf-8"))

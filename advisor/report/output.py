@@ -1,0 +1,88 @@
+"""A Report as text (md | json | html), its JSON Schema check, and the atomic write to disk."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from advisor.errors import BadInput, UsageError
+
+FORMATS = ("md", "json", "html")
+SCHEMA_FILE = "report.schema.json"
+
+
+@functools.lru_cache(maxsize=1)
+def schema() -> dict:
+    """The shipped JSON Schema (package data next to this module)."""
+    from importlib.resources import files
+
+    return json.loads(files("advisor.report").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+
+
+def schema_errors(data: dict) -> list[str]:
+    """Every way ``data`` violates the report schema, as 'path: message' lines (empty: valid)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema(), format_checker=jsonschema.FormatChecker())
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
+            for e in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))]
+
+
+def render(report, fmt: str) -> str:
+    if fmt == "json":
+        from advisor.jsonout import dumps
+
+        return dumps(report.data) + "\n"
+    if fmt == "md":
+        from advisor.report.markdown import to_markdown
+
+        return to_markdown(report.doc)
+    if fmt == "html":
+        from advisor.report.html import to_html
+
+        return to_html(report.doc, report.title)
+    raise UsageError(f"unknown report format {fmt!r} (choose from {', '.join(FORMATS)})")
+
+
+def check_target(path: str | Path, protect: tuple[str | Path, ...] = ()) -> Path:
+    """Refuse a missing directory, a directory as target, and anything inside a protected path."""
+    target = Path(path).expanduser()
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise BadInput("output directory does not exist", path=str(parent))
+    if target.is_dir():
+        raise BadInput("is a directory; give a file name", path=str(target))
+    resolved = target.resolve()
+    for p in protect:
+        pp = Path(p).expanduser()
+        if not pp.exists():
+            continue
+        pr = pp.resolve()
+        # The checkpoint file itself, or any existing file of a checkpoint folder (a new report
+        # file next to them is fine).
+        if resolved == pr or (pr.is_dir() and pr in resolved.parents and resolved.exists()):
+            raise BadInput("refusing to overwrite a file of the checkpoint", path=str(target))
+    return target
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write via a temp file in the same directory + rename: a reader never sees half a report."""
+    target = Path(path).expanduser()
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent or "."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target

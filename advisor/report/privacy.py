@@ -1,0 +1,78 @@
+"""What a shared report must not carry: secrets and host-specific paths.
+
+A report is pasted into issues and wikis. Secrets (API keys, hub tokens: given by the caller, plus
+token-shaped strings) become ``***``; host identifiers (GPU UUIDs) and host-specific path prefixes
+(the home directory, the working directory, the install location) become short placeholders. Applied to the finished Doc and JSON data, so no
+section can leak what another section forgot to clean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.doc import Doc
+from advisor.redact import redact
+
+
+# NVIDIA device UUIDs (GPU-… / MIG-…): they identify one physical card, i.e. one host.
+_UUID_RE = re.compile(r"\b(?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\b")
+UUID_PLACEHOLDER = "<gpu-uuid>"
+
+
+@dataclass(frozen=True)
+class Scrubber:
+    secrets: tuple[str, ...] = ()
+    paths: tuple[tuple[str, str], ...] = ()     # (prefix, placeholder), longest prefix first
+    identifiers: tuple[str, ...] = ()           # host identifiers (device UUIDs), replaced by a placeholder
+
+    @staticmethod
+    def make(secrets=(), *, home: str | None = None, install_dir: str | None = None,
+             cwd: str | None = None, identifiers=()) -> "Scrubber":
+        paths: dict[str, str] = {}
+        for prefix, placeholder in ((install_dir, "<nvfp4-advisor>"), (cwd, "."), (home, "~")):
+            prefix = (prefix or "").rstrip("/")
+            if len(prefix) > 1:
+                paths.setdefault(prefix, placeholder)
+        paths = list(paths.items())
+        paths.sort(key=lambda p: -len(p[0]))
+        return Scrubber(tuple(s for s in secrets if s), tuple(paths),
+                        tuple(sorted({i for i in identifiers if i and len(i) >= 8}, key=len, reverse=True)))
+
+    def text(self, s: str) -> str:
+        s = redact(s, self.secrets)
+        for ident in self.identifiers:
+            s = s.replace(ident, UUID_PLACEHOLDER)
+        s = _UUID_RE.sub(UUID_PLACEHOLDER, s)
+        for prefix, placeholder in self.paths:
+            if prefix in s:   # whole path components only: /home/al must not eat /home/alice
+                s = re.sub(re.escape(prefix) + r"(?![\w.-])", lambda _m, p=placeholder: p, s)
+        return s
+
+    def tree(self, obj: Any) -> Any:
+        """A JSON-like value with every string cleaned (keys too)."""
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, dict):
+            return {self.text(str(k)): self.tree(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.tree(v) for v in obj]
+        return obj
+
+    def doc(self, doc: Doc) -> Doc:
+        return Doc(tuple(self._block(b) for b in doc.blocks))
+
+    def _block(self, block):
+        changes = {f.name: self._value(getattr(block, f.name)) for f in dataclasses.fields(block)}
+        return dataclasses.replace(block, **changes)
+
+    def _value(self, v):
+        if isinstance(v, str):
+            return self.text(v)
+        if isinstance(v, tuple):
+            return tuple(self._value(x) for x in v)
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return self._block(v)
+        return v

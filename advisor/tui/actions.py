@@ -1,0 +1,192 @@
+"""What the TUI's Launch, Bench, µbench and Export tabs run: thin calls into launchers/ and
+advisor.report, the same functions the `launch`, `bench`, `microbench` and `report` commands use.
+
+Lives in the TUI package because launchers/ sits downstream of the core (the core never imports it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from advisor.doc import Doc, Paragraph
+from advisor.errors import AdvisorError, UsageError
+
+LAUNCH_ENGINES = ("vllm", "sglang", "fastllm", "llamacpp", "trtllm", "transformers")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadyState:
+    ok: bool
+    summary: str
+    detail: Doc = Doc()
+
+
+def generated_command(analysis: Any, engine: str | None = None, port: int = 8000):
+    """The tuned serve command for an analysis (plan recommendation -> ServeSettings -> argv)."""
+    from launchers.engines import build_command
+    from launchers.settings import ServeSettings, settings_from_plan
+
+    if analysis is None or analysis.checkpoint is None:
+        return None
+    engine = engine or analysis.selection.engine
+    model = analysis.checkpoint.source
+    if analysis.plan is not None and engine == analysis.selection.engine:
+        settings = settings_from_plan(analysis.plan, engine=engine, model=model, port=port,
+                                      checkpoint_scheme=analysis.checkpoint.label)
+    else:
+        settings = ServeSettings(engine=engine, model=model, port=port, tp=analysis.selection.gpus,
+                                 device="cpu" if engine == "transformers" else None,
+                                 checkpoint_scheme=analysis.checkpoint.label)
+    return build_command(settings)
+
+
+def launch_command_line(analysis: Any, engine: str | None = None) -> str:
+    try:
+        cmd = generated_command(analysis, engine)
+    except AdvisorError as err:
+        return f"# {err}"
+    return cmd.display() if cmd is not None else ""
+
+
+def command_from_line(line: str, analysis: Any, engine: str | None = None):
+    """The (possibly edited) shell line -> a LaunchCommand: leading KEY=VALUE words are the
+    environment, `--port N` / `--host H` update where readiness is polled."""
+    base = generated_command(analysis, engine)
+    if base is None:
+        raise UsageError("load a checkpoint first")
+    try:
+        words = shlex.split(line, comments=True)
+    except ValueError as err:
+        raise UsageError(f"cannot parse the command: {err}") from None
+    env = []
+    while words and "=" in words[0] and not words[0].startswith("-") and words[0].split("=", 1)[0].isidentifier():
+        k, v = words.pop(0).split("=", 1)
+        env.append((k, v))
+    if not words:
+        raise UsageError("the command is empty")
+    settings = base.settings
+    for flag, field, conv in (("--port", "port", int), ("--host", "host", str)):
+        if flag in words[:-1]:
+            try:
+                settings = dataclasses.replace(settings, **{field: conv(words[words.index(flag) + 1])})
+            except ValueError:
+                raise UsageError(f"{flag} needs a value") from None
+    return dataclasses.replace(base, settings=settings, argv=tuple(words), env=tuple(env))
+
+
+def start_server(line: str, analysis: Any, *, engine: str | None = None, on_line: Callable[[str], None] | None = None,
+                 log_dir: Path | None = None):
+    from launchers import pidfile
+    from launchers.supervisor import Server
+
+    cmd = command_from_line(line, analysis, engine)
+    if cmd.settings.model.startswith("demo:"):
+        raise UsageError("a bundled demo is a description without weights: load a real checkpoint folder to launch")
+    log_dir = log_dir or pidfile.run_dir().parent / "logs"
+    log = log_dir / f"{cmd.engine}-{cmd.settings.port}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    return Server(cmd, log_path=log, on_line=on_line).start()
+
+
+def wait_ready(server: Any, *, timeout_s: float = 900.0, on_progress: Callable[[str], None] | None = None) -> ReadyState:
+    from launchers import report
+    from launchers.supervisor import ServerFailed
+
+    def progress(p) -> None:
+        if on_progress:
+            on_progress(f"{p.phase} {p.elapsed_s:.0f} s — {p.probe}")
+
+    try:
+        ready = server.wait_ready(timeout_s, on_progress=progress)
+    except ServerFailed as err:
+        return ReadyState(False, str(err), report.failure_doc(err))
+    return ReadyState(True, f"ready after {ready.elapsed_s:.1f} s at {ready.base_url}",
+                      report.findings_doc(ready.findings, "Warnings at start-up"))
+
+
+def kernel_check_doc(server: Any, analysis: Any) -> Doc:
+    from launchers import kernel_check, report
+    from launchers.settings import predicted_kv_tokens
+
+    explanation = getattr(analysis, "explanation", None)
+    if explanation is not None and explanation.engine != server.engine:
+        explanation = None        # a transformers/llama.cpp server has no explain prediction
+    plan = getattr(analysis, "plan", None)
+    kv = predicted_kv_tokens(plan.to_json()) if plan is not None and explanation is not None else None
+    return report.kernel_check_doc(kernel_check.check(server.tail(4000), explanation, kv))
+
+
+def stop_server(server: Any):
+    return server.stop()
+
+
+def server_url(server: Any) -> str:
+    return server.cmd.settings.base_url if server is not None else ""
+
+
+def save_profile(name: str, line: str, analysis: Any, engine: str | None = None) -> Path:
+    from launchers import profiles
+
+    cmd = command_from_line(line, analysis, engine)
+    settings = cmd.settings
+    extra = tuple(a for a in cmd.argv if a not in generated_command(analysis, engine).argv)
+    if extra:
+        settings = dataclasses.replace(settings, extra_args=settings.extra_args + extra)
+    return profiles.save(name, settings)
+
+
+def bench_doc(url: str, analysis: Any, *, on_progress: Callable[[str], None] | None = None,
+              max_tokens: int = 128, shots: int = 1, concurrency: int = 4) -> Doc:
+    """Benchmark a server and judge it against the plan (when the analysis has one)."""
+    from launchers import bench, report, verdict
+
+    base = bench.check_url(url)
+    cfg = bench.BenchConfig(max_tokens=max_tokens, shots=shots, concurrency=concurrency, long_prompt_words=500,
+                            timeout_s=120.0)
+    rep = bench.run(base, cfg, on_progress=on_progress)
+    verdicts = []
+    plan = getattr(analysis, "plan", None)
+    if plan is not None:
+        pred = verdict._from_plan(plan.to_json(), "plan")
+        verdicts.append(verdict.judge("decode tok/s (1 stream)", rep.decode_tps, pred.decode_tps))
+        if rep.concurrency:
+            band = verdict.aggregate_for(pred, rep.concurrency.streams)
+            verdicts.append(verdict.judge(f"aggregate tok/s ({rep.concurrency.streams} streams)",
+                                          rep.concurrency.aggregate_tps, band))
+    return report.bench_doc(rep, verdicts)
+
+
+def microbench_doc(analysis: Any, *, on_progress: Callable[[str], None] | None = None) -> Doc:
+    """Run the Triton microbenchmarks when a GPU is usable; otherwise say why not."""
+    from advisor.commands.microbench import gpu_unavailable
+
+    why = gpu_unavailable()
+    if why:
+        return Doc((Paragraph(f"No microbenchmarks: {why}", "warn"),
+                    Paragraph("They measure this card's real bandwidth and kernel efficiency and calibrate the "
+                              "cost model; run them on a machine with an NVIDIA GPU and torch + triton installed "
+                              "(pip install 'nvfp4-advisor[kernels]').", "dim")))
+    from advisor.commands.microbench import run as run_microbench
+    import argparse
+
+    outcome = run_microbench(argparse.Namespace(json=False, shapes_from=None, m=None))
+    return outcome.doc
+
+
+def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path) -> Path:
+    from advisor import __version__
+    from advisor.report.build import Header
+    from advisor.report.export import ExportRequest, export
+
+    if analysis is None or analysis.checkpoint is None:
+        raise UsageError("nothing to export: load a checkpoint first")
+    sel = analysis.selection
+    command = (f"nvfp4-advisor report {shlex.quote(sel.checkpoint)} --gpu {sel.gpu_id} --gpus {sel.gpus} "
+               f"--engine {sel.engine} --workload {sel.workload} --format {fmt} -o {shlex.quote(str(path))}")
+    header = Header(tool_version=__version__, generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    command=command)
+    _, written, _ = export(ExportRequest(analysis=analysis, header=header, fmt=fmt), path)
+    return written

@@ -1,0 +1,131 @@
+"""Analysis -> the Docs each TUI tab shows: the same builders the CLI commands use.
+
+Pure: no Textual, no Rich. The TUI calls these and renders the blocks; tests read them directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph
+
+DEFAULT_GPU = "rtx-3090"
+
+
+def gpu_choices() -> tuple[tuple[str, str], ...]:
+    """(label, id) for every table GPU, oldest architecture first."""
+    from advisor.gpu_table import load_gpu_table
+
+    specs = sorted(load_gpu_table(), key=lambda s: (s.cc, s.memory_gb or 0, s.name))
+    return tuple((f"{s.name} · sm_{s.sm} · {s.memory_gb:g} GB" if s.memory_gb else f"{s.name} · sm_{s.sm}", s.id)
+                 for s in specs)
+
+
+def default_gpu_id(choices: tuple[tuple[str, str], ...]) -> str:
+    ids = [v for _, v in choices]
+    return DEFAULT_GPU if DEFAULT_GPU in ids else ids[0]
+
+
+def default_probe() -> Any:
+    from advisor.probe import probe
+
+    return probe()
+
+
+def probed_gpu_id(probe_result: Any) -> str | None:
+    """The table id of the most common probed card, or None (no GPU / unknown card)."""
+    from advisor.errors import AdvisorError
+    from advisor.probe import resolve_gpus
+
+    if probe_result is None or not getattr(probe_result, "devices", ()):
+        return None
+    try:
+        sel = resolve_gpus(probe_result, "auto", None)
+    except AdvisorError:
+        return None
+    return None if sel.spec.derived else sel.spec.id
+
+
+def demo_names() -> tuple[str, ...]:
+    from advisor.checkpoint.demo import list_demos
+
+    return tuple(list_demos())
+
+
+def workload_names() -> tuple[str, ...]:
+    from advisor.cost.workload import load_workloads
+
+    return tuple(load_workloads())
+
+
+def _error(stage: str, message: str) -> Doc:
+    return Doc((Heading(f"{stage} failed"), Paragraph(message, "bad")))
+
+
+def hardware_doc(probe_result: Any, gpu_id: str | None, gpus: int) -> Doc:
+    """The probe (or the no-GPU statement) plus the planning set in plain capability words."""
+    from advisor.errors import AdvisorError
+    from advisor.probe import resolve_gpus
+    from advisor.probe.report import probe_doc
+
+    if probe_result is None:
+        return Doc((Paragraph("Probing GPUs…", "dim"),))
+    try:
+        selection = resolve_gpus(probe_result, gpu_id, gpus) if gpu_id else None
+    except AdvisorError as err:
+        return probe_doc(probe_result) + Doc((Paragraph(str(err), "bad"),))
+    doc = probe_doc(probe_result, selection)
+    if probe_result.status != "ok":
+        doc = Doc((Paragraph(f"No GPU here — planning for {gpus} × {selection.spec.name}. "
+                             "Pick another card above (what-if).", "accent"),)) + doc
+    return doc
+
+
+def checkpoint_doc(a: Any) -> Doc:
+    from advisor.checkpoint.report import to_doc
+
+    if a is None:
+        return Doc((Paragraph("Pick a demo or enter a checkpoint.", "dim"),))
+    if "inspect" in a.errors:
+        return _error("inspect", a.errors["inspect"])
+    if a.checkpoint is None:
+        return _error("analysis", "; ".join(a.errors.values()))
+    return to_doc(a.checkpoint)
+
+
+def explain_doc(a: Any) -> Doc:
+    from advisor.kernel_path.options import InstallOptions
+    from advisor.kernel_path.render import explanation_doc
+
+    if a is None or a.checkpoint is None:
+        return Doc((Paragraph("Load a checkpoint first.", "dim"),))
+    if a.explanation is None:
+        return _error("explain", a.errors.get("explain", "no explanation"))
+    return explanation_doc(a.explanation, a.gpu, a.checkpoint, a.options or InstallOptions())
+
+
+def cost_doc(a: Any) -> Doc:
+    """The plan with its derivations, then the charts (decode vs batch, KV pool vs context, roofline)."""
+    from advisor.cost.plan_doc import to_doc
+    from advisor.report.charts import plan_charts
+
+    if a is None or a.checkpoint is None:
+        return Doc((Paragraph("Load a checkpoint first.", "dim"),))
+    if a.plan is None:
+        return _error("plan", a.errors.get("plan") or a.errors.get("explain", "no plan"))
+    charts = plan_charts(a.checkpoint, a.explanation, a.gpu, a.plan)
+    return to_doc(a.plan) + Doc(tuple(charts))
+
+
+def summary_doc(a: Any) -> Doc:
+    """One screen: what runs, how fast, what to launch (the status line's long form)."""
+    if a is None or a.explanation is None:
+        return Doc(())
+    pairs = [("checkpoint", f"{a.checkpoint.label} — {a.checkpoint.source}"),
+             ("GPU", f"{a.selection.gpus} × {a.gpu.name}"), ("engine", a.explanation.engine)]
+    if a.plan is not None:
+        p = a.plan.to_json().get("predictions", {})
+        if p.get("decode_tok_s") is not None:
+            pairs.append(("decode", f"{p['decode_tok_s']:.1f} tok/s (1 stream)"))
+    return Doc((KeyValues(tuple(pairs)), Paragraph(a.explanation.summary),
+                Bullets(tuple(f"{k}: {v}" for k, v in a.errors.items()), style="bad") if a.errors else Paragraph("")))

@@ -1,0 +1,124 @@
+"""`nvfp4-advisor explain` end to end: a real checkpoint written in the test, the bundled demos."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from advisor.cli import main
+
+from kernel_path_ckpt import write_nvfp4_llama
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    return str(write_nvfp4_llama(tmp_path / "tiny-nvfp4"))
+
+
+def _json(capsys, argv):
+    code = main(argv + ["--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_human_output_on_rtx_3090(ckpt, capsys):
+    assert main(["explain", ckpt, "--gpu", "rtx-3090"]) == 0
+    out = capsys.readouterr().out
+    assert "On your GeForce RTX 3090 this W4A4 NVFP4 checkpoint runs weight-only" in out
+    assert "MarlinNvFp4LinearKernel" in out
+    assert "Rejected candidates" in out and "FlashInferCutlassNvFp4LinearKernel" in out
+    assert "does not have native support for FP4" in out
+
+
+def test_json_holds_the_decisions(ckpt, capsys):
+    code, doc = _json(capsys, ["explain", ckpt, "--gpu", "rtx-5090", "--engine", "vllm@0.33"])
+    assert code == 0
+    assert doc["schema_version"] and doc["kind"] == "explain"
+    exp = doc["explanation"]
+    assert exp["engine"] == "vllm" and exp["gpu_id"] == "rtx-5090" and exp["runs"] is True
+    dense = next(d for d in exp["decisions"] if d["layer_class"] == "dense_linear")
+    assert dense["kernel"] == "FlashInferCutlassNvFp4LinearKernel"
+    assert dense["mma"] == "mma_sync_fp4_block_scaled"
+    assert all(r["reason"] for r in dense["rejected"])
+    assert {d["layer_class"] for d in exp["decisions"]} == {"dense_linear", "attention_kv", "lm_head_embed"}
+
+
+def test_install_options_change_the_answer(ckpt, capsys):
+    code, doc = _json(capsys, ["explain", ckpt, "--gpu", "b200", "--without", "flashinfer-cubin"])
+    assert code == 0
+    dense = next(d for d in doc["explanation"]["decisions"] if d["layer_class"] == "dense_linear")
+    assert dense["kernel"] == "CutlassNvFp4LinearKernel"
+    assert any("FlashInfer kernels are disabled" in w["text"] for w in dense["warnings"])
+    assert doc["options"]["changed_facts"] == ["flashinfer_cubin"]
+    code, doc = _json(capsys, ["explain", ckpt, "--gpu", "b200", "--without", "flashinfer-cubin", "--with", "nvcc"])
+    dense = next(d for d in doc["explanation"]["decisions"] if d["layer_class"] == "dense_linear")
+    assert dense["kernel"] == "FlashInferCuteDslNvFp4LinearKernel"
+
+
+def test_unsupported_combination_exits_4_with_the_error(ckpt, capsys):
+    code, doc = _json(capsys, ["explain", ckpt, "--gpu", "t4", "--kv-cache-dtype", "fp8"])
+    assert code == 4
+    att = next(d for d in doc["explanation"]["decisions"] if d["layer_class"] == "attention_kv")
+    assert att["runs"] is False and "Re-run with --kv-cache-dtype" in att["error"]
+
+
+def test_version_fallback_is_reported(ckpt, capsys):
+    code, doc = _json(capsys, ["explain", ckpt, "--gpu", "h100-sxm", "--engine", "vllm@0.40.1"])
+    assert code == 0
+    assert doc["explanation"]["version_note"] == "no rules for vllm 0.40.1; using 0.33 (nearest older)"
+
+
+def test_all_gpus_listing(ckpt, capsys):
+    from advisor.gpu_table import load_gpu_table
+
+    code, doc = _json(capsys, ["explain", ckpt, "--all-gpus", "--engine", "sglang"])
+    assert code == 0 and doc["kind"] == "explain-all-gpus"
+    assert len(doc["explanations"]) == len(load_gpu_table())
+    t4 = next(e for e in doc["explanations"] if e["gpu_id"] == "t4")
+    assert t4["runs"] is False        # SGLang serves NVFP4 only on sm_80+
+    assert main(["explain", ckpt, "--all-gpus"]) == 0
+    assert "rtx-3090" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, code, text", [
+    (["--engine", "tensorrt"], 2, "unknown engine"),
+    (["--linear-backend", "bogus"], 2, "not valid"),
+    (["--engine", "fastllm", "--linear-backend", "marlin"], 2, "no flag"),
+    (["--engine", "vllm@0.1"], 2, "oldest rule file"),
+    (["--gpu", "no-such-gpu"], 2, ""),
+])
+def test_bad_arguments_are_one_line_errors(ckpt, capsys, argv, code, text):
+    assert main(["explain", ckpt, "--gpu", "rtx-3090"] + argv) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert text in err
+
+
+def test_bad_dependency_name_is_a_usage_error(ckpt):
+    with pytest.raises(SystemExit) as info:
+        main(["explain", ckpt, "--gpu", "rtx-3090", "--with", "cuda-magic"])
+    assert info.value.code == 2
+
+
+def test_missing_checkpoint_is_bad_input(tmp_path, capsys):
+    assert main(["explain", str(tmp_path / "nope"), "--gpu", "rtx-3090"]) == 3
+
+
+def _demos():
+    from advisor.checkpoint.demo import list_demos
+
+    return list_demos()
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "fastllm"])
+def test_every_demo_explains_on_every_engine(capsys, engine):
+    demos = _demos()
+    assert demos
+    for name in demos:
+        code, doc = _json(capsys, ["explain", f"demo:{name}", "--gpu", "rtx-4090", "--engine", engine])
+        assert code in (0, 4), name
+        exp = doc["explanation"]
+        assert exp["summary"].startswith("On your GeForce RTX 4090"), (name, exp["summary"])
+        for d in exp["decisions"]:
+            assert d["reasons"] and all(r["reason"] for r in d["rejected"])
+            assert (d["kernel"] is not None) == d["runs"] or d["error"]

@@ -1,0 +1,106 @@
+"""The bench client against a scripted SSE server with known token timing and real-server quirks."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from advisor.errors import UsageError
+from launch_fake_sse import FakeSSE
+from launchers import bench
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def sse():
+    servers = []
+
+    def make(**kw):
+        s = FakeSSE(**kw).start()
+        servers.append(s)
+        return s
+    yield make
+    for s in servers:
+        s.stop()
+
+
+async def one(srv, **client_kw):
+    c = bench.Client(srv.url, **client_kw)
+    async with c.http() as http:
+        await c.resolve_model(http)
+        return c, await c.stream(http, "hi", 64)
+
+
+async def test_arrival_times_match_server_send_times(sse):
+    srv = sse(interval_s=0.02, ttft_s=0.05, tokens=20)
+    c, r = await one(srv)
+    assert r.ok and r.chunks == 20 and r.tokens == 20 and r.done_marker
+    # ITL is computed from arrivals: each gap is the server's 20 ms spacing (scheduler noise allowed)
+    assert statistics.median(r.itls) == pytest.approx(0.02, abs=0.004)
+    assert r.ttft_s == pytest.approx(0.05, abs=0.03)
+    assert r.decode_tps == pytest.approx(50, rel=0.2)
+    # the arrival spacing reproduces the send spacing token by token
+    sends = srv.sends[-1]
+    send_gaps = [b - a for a, b in zip(sends, sends[1:])]
+    assert max(abs(x - y) for x, y in zip(r.itls, send_gaps)) < 0.01
+
+
+async def test_tolerates_no_done_no_usage_other_model_name(sse):
+    srv = sse(done_marker=False, usage=False, tokens=8, interval_s=0.001, ttft_s=0.001)
+    c, r = await one(srv, model="whatever-name")
+    assert r.ok and not r.done_marker and r.usage_tokens is None and r.tokens == 8
+    assert r.model == "served-fake-model"
+    assert srv.bodies[-1]["model"] == "whatever-name" and srv.bodies[-1]["temperature"] == 0
+
+
+async def test_rejected_extras_are_dropped_once(sse):
+    srv = sse(reject_extras=True, tokens=4, interval_s=0.001, ttft_s=0.001)
+    c, r = await one(srv)
+    assert r.ok and c.minimal
+    assert "ignore_eos" in srv.bodies[0] and "ignore_eos" not in srv.bodies[1]
+    assert any("rejected" in n for n in c.notes)
+
+
+async def test_suite_medians_concurrency_and_spec_metrics(sse):
+    metrics = ('# HELP x\nvllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0\n'
+               'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 80.0\n'
+               'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 50.0\n')
+    srv = sse(tokens=12, interval_s=0.005, ttft_s=0.01, metrics=metrics)
+    cfg = bench.BenchConfig(max_tokens=12, shots=3, concurrency=8, long_prompt_words=50)
+    rep = await bench.run_suite(bench.Client(srv.url), cfg)
+    assert [k.kind for k in rep.kinds] == ["code", "math", "prose"]
+    assert all(k.shots == 3 and k.failed == 0 and k.tokens == 12 for k in rep.kinds)
+    assert rep.itl_s.n == 3 * 3 * 11 and rep.itl_s.p50 == pytest.approx(0.005, abs=0.003)
+    assert rep.concurrency.streams == 8 and rep.concurrency.failed == 0
+    assert rep.concurrency.aggregate_tps > rep.decode_tps          # 8 streams overlap in time
+    assert rep.prefill.prompt_tokens == 7 and rep.interference.short_ttft_idle_s is not None
+    assert rep.spec is None          # the counters did not move during the run: no acceptance claimed
+    before = bench.parse_metrics(metrics)
+    after = bench.parse_metrics(metrics.replace("100.0", "200.0").replace(" 80.0", " 160.0").replace(" 50.0", " 100.0"))
+    acc = bench.spec_acceptance(before, after)
+    assert acc.per_position == pytest.approx((0.8, 0.5)) and acc.mean_accepted_length == pytest.approx(2.3)
+    # 3 warm-up + 9 shots + 8 concurrent + long + 2 idle + long + short
+    assert len(srv.bodies) == 3 + 9 + 8 + 1 + 2 + 1 + 1
+
+
+def test_percentiles_and_loopback_only():
+    assert bench.percentile([1, 2, 3, 4], 50) == 2 and bench.percentile(range(1, 101), 99) == 99
+    assert bench.percentile([], 50) is None
+    with pytest.raises(UsageError, match="127.0.0.1"):
+        bench.check_url("http://example.com:8000")
+    assert bench.check_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000"
+
+
+def test_bench_cli_against_fake_server(sse, capsys):
+    import json
+
+    from advisor.cli import main
+
+    srv = sse(tokens=6, interval_s=0.002, ttft_s=0.002)
+    rc = main(["bench", "--url", srv.url, "--max-tokens", "6", "--shots", "1", "--long-prompt-words", "0", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["kind"] == "bench"
+    assert out["report"]["model"] == "fake-model" and out["report"]["decode_tps"] > 0
+    assert main(["bench", "--url", "http://10.1.2.3:80"]) == 2
