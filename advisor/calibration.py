@@ -84,7 +84,7 @@ def _floats(value: object) -> dict[str, float]:
     return {str(k): float(v) for k, v in value.items() if isinstance(v, (int, float))}
 
 
-def _from_dict(data: dict) -> Calibration | None:
+def from_dict(data: dict) -> Calibration | None:
     try:
         shape = data.get("shape")
         return Calibration(
@@ -112,7 +112,7 @@ def _read(path: Path) -> Calibration | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return _from_dict(data) if isinstance(data, dict) else None
+    return from_dict(data) if isinstance(data, dict) else None
 
 
 def load_calibration(gpu_id: str, uuid: str | None = None, base: Path | None = None) -> Calibration | None:

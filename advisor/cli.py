@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- rendering (Rich)
-_STYLES = {"normal": "", "good": "green", "bad": "bold red", "warn": "yellow", "dim": "dim", "accent": "bold cyan"}
+_STYLES = {"normal": "", "good": "green", "bad": "bold red", "warn": "yellow", "dim": "dim", "accent": "bold cyan",
+           "code": "cyan"}
 
 
 def renderables(doc):

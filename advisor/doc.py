@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-# Styles are semantic; each renderer maps them to colours.
-Style = str  # "normal" | "good" | "bad" | "warn" | "dim" | "accent"
+# Styles are semantic; each renderer maps them to colours. "code" is a literal command or file
+# (fenced block in Markdown, <pre> in HTML, verbatim in the terminal).
+Style = str  # "normal" | "good" | "bad" | "warn" | "dim" | "accent" | "code"
 
 
 @dataclass(frozen=True)

@@ -54,27 +54,73 @@ def _group_scale(w, s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.c
 
 
 @triton.jit
+def _f16_pair(f):
+    """uint32 holding two fp16 bit patterns -> (low half, high half) as fp16."""
+    lo = (f & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (f >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def _nibble_pair(x, J: tl.constexpr, FORMAT: tl.constexpr):
+    """Nibbles J and J + 4 of every uint32 word (k = 8w + J, 8w + J + 4) decoded two at a time:
+    both land in one 32-bit word as two fp16 patterns, so each shift/mask serves two values."""
+    if FORMAT == 0:
+        # sign: bit 4J+3 -> bit 15 (and +16); magnitude bits 4J..4J+2 -> bits 9..11 (and +16)
+        sign = (x << (12 - 4 * J)) & 0x80008000
+        if J == 3:
+            mag = (x >> 3) & 0x0E000E00
+        else:
+            mag = (x << (9 - 4 * J)) & 0x0E000E00
+        lo, hi = _f16_pair(sign | mag)
+    else:
+        # 0x6400 | q is fp16 1024 + q exactly; - 1032 leaves q - 8.
+        lo, hi = _f16_pair(((x >> (4 * J)) & 0x000F000F) | 0x64006400)
+        lo = lo - 1032.0
+        hi = hi - 1032.0
+    return lo, hi
+
+
+@triton.jit
+def _words_to_f16(x, FORMAT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """[BN, BK//8] uint32 words of 8 nibbles -> [BN, BK] fp16 in k order (low nibble first)."""
+    t0, t4 = _nibble_pair(x, 0, FORMAT)
+    t1, t5 = _nibble_pair(x, 1, FORMAT)
+    t2, t6 = _nibble_pair(x, 2, FORMAT)
+    t3, t7 = _nibble_pair(x, 3, FORMAT)
+    # Nested joins put u_q at position bitreverse(q) of the new minor [2, 2, 2] block, so feeding
+    # u = (t0, t4, t2, t6, t1, t5, t3, t7) yields t0..t7 in order; all within one thread's registers.
+    w = tl.join(tl.join(tl.join(t0, t4), tl.join(t2, t6)), tl.join(tl.join(t1, t5), tl.join(t3, t7)))
+    return tl.reshape(w, (BLOCK_N, BLOCK_K))
+
+
+@triton.jit
+def _e4m3_words_to_f16(x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """[BN, BK//4] uint32 words of 4 E4M3 bytes -> [BN, BK] fp16 (value * 2**-8) in k order.
+    Bytes 0 and 2 (k = 4w, 4w + 2) and bytes 1 and 3 are decoded two at a time."""
+    e0, e2 = _f16_pair(((x & 0x00800080) << 8) | ((x & 0x007F007F) << 7))
+    e1, e3 = _f16_pair((x & 0x80008000) | ((x >> 1) & 0x3F803F80))
+    w = tl.join(tl.join(e0, e2), tl.join(e1, e3))        # positions bit-reversed: e0 e1 e2 e3
+    return tl.reshape(w, (BLOCK_N, BLOCK_K))
+
+
+@triton.jit
 def weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
                 FORMAT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP: tl.constexpr):
-    """Decoded [BLOCK_N, BLOCK_K] fp16 tile of W starting at column k0 (k >= K reads as 0)."""
+    """Decoded [BLOCK_N, BLOCK_K] fp16 tile of W starting at column k0 (k >= K reads as 0).
+
+    The packed bytes are read as uint32 words (stride_wn in words): 4 E4M3 or 8 nibbles each."""
     if FORMAT == 1:
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        b = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_k[None, :],
-                    mask=mask_n[:, None] & (offs_k < K)[None, :], other=0)
-        w = e4m3_to_f16_scaled(b.to(tl.int32))
+        offs_w = k0 // 4 + tl.arange(0, BLOCK_K // 4)
+        x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :],
+                    mask=mask_n[:, None] & (offs_w < tl.cdiv(K, 4))[None, :], other=0)
+        w = _e4m3_words_to_f16(x.to(tl.uint32, bitcast=True), BLOCK_N, BLOCK_K)
     else:
-        offs_kp = k0 // 2 + tl.arange(0, BLOCK_K // 2)
-        b = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_kp[None, :],
-                    mask=mask_n[:, None] & (offs_kp < K // 2)[None, :], other=0).to(tl.int32)
-        if FORMAT == 0:
-            lo = e2m1_to_f16_scaled(b & 0xF)
-            hi = e2m1_to_f16_scaled(b >> 4)
-        else:
-            # 0x6400 | q is fp16 1024 + q exactly; - 1032 leaves q - 8.
-            lo = ((b & 0xF) | 0x6400).to(tl.uint16).to(tl.float16, bitcast=True) - 1032.0
-            hi = ((b >> 4) | 0x6400).to(tl.uint16).to(tl.float16, bitcast=True) - 1032.0
-        w = tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))     # interleave: low nibble = even k
+        offs_w = k0 // 8 + tl.arange(0, BLOCK_K // 8)
+        x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :],
+                    mask=mask_n[:, None] & (offs_w < K // 8)[None, :], other=0)
+        w = _words_to_f16(x.to(tl.uint32, bitcast=True), FORMAT, BLOCK_N, BLOCK_K)
         if FORMAT == 0:
             offs_s = k0 // 16 + tl.arange(0, BLOCK_K // 16)
             sb = tl.load(ws_ptr + offs_n[:, None] * stride_sn + offs_s[None, :],

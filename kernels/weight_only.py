@@ -189,7 +189,7 @@ def dot_dtype(act_dtype) -> Any:
 
 def _args(w: Weight):
     """Kernel pointer args: (wq as bytes, ws as the decode reads it, gs placeholder)."""
-    wq = w.wq.view(torch.uint8) if w.fmt == "fp8" else w.wq
+    wq = w.wq.view(torch.uint8).view(torch.int32)        # the decode reads 32-bit words
     ws = w.ws.view(torch.uint8) if w.fmt == "nvfp4" else w.ws
     gs = w.gs if w.gs is not None else w.ws          # unused by fp8/int4 kernels
     return wq, ws, gs
@@ -200,9 +200,9 @@ def _check(a, w: Weight) -> None:
         raise ValueError(f"activations {tuple(a.shape)} do not match W[{w.n}, {w.k}]")
     if not (a.is_contiguous() and w.wq.is_contiguous() and w.ws.is_contiguous()):
         raise ValueError("all tensors must be contiguous")
-    group = {"nvfp4": 16, "int4": w.group}.get(w.fmt, 1)
-    if w.k % group:
-        raise ValueError(f"K={w.k} must be a multiple of the {w.fmt} group size {group}")
+    group = {"nvfp4": 16, "int4": w.group}.get(w.fmt, 4)
+    if w.k % group or w.k % 8 * (w.fmt != "fp8"):
+        raise ValueError(f"K={w.k} must be a multiple of the {w.fmt} group size {group} (and of 8)")
 
 
 def _output(a, w: Weight, split_k: int, out):

@@ -51,6 +51,23 @@ class LaunchCommand:
         """One copyable shell line, secrets redacted."""
         return display_line(self.argv, self.env, self.secrets)
 
+    def display_multiline(self) -> str:
+        """The same command, one flag per line with `\\` continuations: stays copyable when a
+        terminal would wrap one long line."""
+        from launchers.redact import redact_text
+
+        words = [f"{k}={shlex.quote(redact_text(v, self.secrets))}" for k, v in self.env]
+        words += [shlex.quote(redact_text(a, self.secrets)) for a in self.argv]
+        lines, current = [], []
+        n_env = len(self.env)
+        for i, w in enumerate(words):
+            if i > n_env + 1 and w.startswith("-") and current and not _is_number(w):
+                lines.append(" ".join(current))
+                current = []
+            current.append(w)
+        lines.append(" ".join(current))
+        return " \\\n  ".join(lines)
+
     def display_steps(self) -> tuple[str, ...]:
         return tuple(display_line(s.argv, (), self.secrets) for s in self.steps)
 
@@ -71,7 +88,16 @@ class LaunchCommand:
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "base_url": self.settings.base_url,
+            "settings": self.settings,          # ServeSettings.to_json redacts the API key
         }
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+        return True
+    except ValueError:
+        return False
 
 
 def display_line(argv, env=(), secrets=()) -> str:

@@ -127,21 +127,31 @@ class KernelCheck:
         return tuple(r for r in self.rows if r.status == "mismatch")
 
 
+# Kernels engines do not announce in their start-up log (plain BF16 layers): never a mismatch.
+_SILENT = ("unquantized",)
+
+
 def check(lines, explanation: Explanation | None = None, predicted_kv_tokens: int | None = None) -> KernelCheck:
+    """One row per predicted (layer class, kernel); without a prediction, one row per logged class."""
     obs = parse_log(lines)
     rows = []
-    decisions = explanation.decisions if explanation else ()
-    classes = [d.layer_class for d in decisions] or list(obs.kernels)
-    for d_cls in dict.fromkeys(classes):
-        pred = next((d.kernel for d in decisions if d.layer_class == d_cls), None)
-        seen = obs.kernels.get(d_cls, ())
-        if not seen:
+    if explanation is None:
+        for cls, seen in obs.kernels.items():
+            rows.append(CheckRow(cls, None, seen, "observed", obs.lines.get(cls)))
+        return KernelCheck(tuple(rows), KvCheck(predicted_kv_tokens, obs.kv_tokens), obs)
+    done = set()
+    for d in explanation.decisions:
+        key = (d.layer_class, d.kernel)
+        if key in done:
+            continue
+        done.add(key)
+        seen = obs.kernels.get(d.layer_class, ())
+        label = d.layer_class + (f" [{', '.join(d.roles[:3])}{', …' if len(d.roles) > 3 else ''}]" if d.roles else "")
+        if d.kernel and any(same_kernel(d.kernel, o) for o in seen):
+            status = "match"
+        elif not seen or not d.kernel or norm(d.kernel).startswith(_SILENT):
             status = "not logged"
-        elif pred is None:
-            status = "not logged" if not decisions else "mismatch"
         else:
-            status = "match" if any(same_kernel(pred, o) for o in seen) else "mismatch"
-        if not decisions:
-            status = "observed" if seen else "not logged"
-        rows.append(CheckRow(d_cls, pred, seen, status, obs.lines.get(d_cls)))
+            status = "mismatch"
+        rows.append(CheckRow(label, d.kernel, seen, status, obs.lines.get(d.layer_class)))
     return KernelCheck(tuple(rows), KvCheck(predicted_kv_tokens, obs.kv_tokens), obs)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from advisor.checkpoint.safetensors_header import SafetensorsHeader, TensorEntry, parse_header_bytes
+from advisor.checkpoint.safetensors_header import SafetensorsHeader, parse_header_bytes
 from advisor.errors import BadInput
 
 CONFIG_FILES = ("config.json", "hf_quant_config.json", "quantize_config.json")

@@ -17,11 +17,11 @@ from advisor.checkpoint import doctor
 from advisor.checkpoint.arch import arch_info, text_config
 from advisor.checkpoint.model import (ActQuant, ArchInfo, CheckpointInfo, Finding, ModuleGroup, Totals, WeightQuant)
 from advisor.checkpoint.quant_config import QuantPlan, build_plan
-from advisor.checkpoint.roles import LINEAR_ROLES, group_name, layer_index, role_of
+from advisor.checkpoint.roles import group_name, layer_index, role_of
 from advisor.checkpoint.schemes import (BF16, NO_ACT, is_quantized, scheme_label, stored_bytes)
 from advisor.checkpoint.sources import CheckpointFiles, load
+from advisor.checkpoint.tensors import HeaderModule, group_tensors, observe
 from advisor.errors import BadInput
-from advisor.checkpoint.tensors import HeaderModule, group_tensors, observe, kv_scale_names
 
 
 @dataclass
@@ -109,14 +109,12 @@ def _modules_from_headers(files: CheckpointFiles, plan: QuantPlan, arch: ArchInf
     for name, hm in hmods.items():
         role = role_of(name, arch.num_layers or None)
         spec = plan.spec_for(name, role)
-        obs = observe(hm, int_bits=spec.weight.bits if spec and spec.weight.bits < 8 or
-                      (spec and spec.weight.packing and spec.weight.packing.startswith("int32")) else None)
+        obs = observe(hm, int_bits=_packed_bits(spec))
         layer = layer_index(name)
         if obs is None:
             # no matrix weight (A_log, dt_bias, k/v scales alone): count bytes, BF16-kept
             params = sum(t.numel for t in hm.tensors.values())
-            mods.append(Mod(name, role if role != "other" or "." not in name else role, BF16, NO_ACT, 1, params,
-                            hm.stored_bytes, None, layer, hm))
+            mods.append(Mod(name, role, BF16, NO_ACT, 1, params, hm.stored_bytes, None, layer, hm))
             continue
         w, a = obs.weight, obs.act
         if not is_quantized(w):
@@ -157,6 +155,16 @@ def _modules_from_headers(files: CheckpointFiles, plan: QuantPlan, arch: ArchInf
             findings.append(Finding(code, sev, msg.format(n=len(names)), detail="; ".join(names[:5]),
                                     modules=tuple(names[:50])))
     return mods, findings
+
+
+def _packed_bits(spec) -> int | None:
+    """Bit width of int weights packed into int32 words: only the config knows it."""
+    if spec is None:
+        return None
+    w = spec.weight
+    if w.bits < 8 or (w.packing or "").startswith("int32"):
+        return w.bits
+    return None
 
 
 def _family(w: WeightQuant) -> str:
@@ -309,4 +317,4 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-__all__ = ["inspect_checkpoint", "classify", "kv_scale_names"]
+__all__ = ["inspect_checkpoint", "classify"]

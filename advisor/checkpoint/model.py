@@ -97,7 +97,7 @@ class ArchInfo:
     sliding_window: int | None = None
     sliding_window_layers: int = 0          # layers whose KV is capped at sliding_window
     linear_attention_layers: int = 0        # GDN / Mamba / linear-attention layers (no growing KV)
-    layer_types: tuple[str, ...] = ()
+    layer_types: tuple[str, ...] = ()       # per decoder layer: attention | mla | sliding | gdn | mamba | none (FFN-only)
     moe: MoEInfo | None = None
     mla: MLAInfo | None = None
     mtp_layers: int = 0
@@ -134,7 +134,7 @@ class CheckpointInfo:
     arch: ArchInfo
     totals: Totals
     kv_cache_quant: str | None = None       # declared by the checkpoint: fp8 | nvfp4 | int8 | None
-    kept_bf16: tuple[ModuleGroup, ...] = () # unquantized parts of a quantized checkpoint
+    kept_bf16: tuple[ModuleGroup, ...] = () # unquantized parts of a quantized checkpoint (a subset of `modules`, not extra groups)
     findings: tuple[Finding, ...] = ()
     quant_method: str | None = None         # raw quant_method / quant_algo string
     raw_quant_config: dict | None = field(default=None, compare=False)

@@ -471,6 +471,6 @@ def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict
         return _mxfp4_plan(qcfg)
     plan = QuantPlan(producer="unknown", quant_method=method or None, raw=qcfg)
     plan.notes.append(("unknown-quant-method",
-                       f"quantization_config has unknown quant_method {method or None!r}; "
-                       "formats below come from the tensor headers"))
+                       f"quantization_config has unknown quant_method {method or None!r}: module formats come "
+                       "from the tensor headers when present, 16-bit is assumed otherwise"))
     return plan

@@ -29,9 +29,9 @@ def weight_text(w: WeightQuant) -> str:
 def granularity_text(w: WeightQuant) -> str:
     g = w.granularity
     if g == "nvfp4":
-        return f"{w.group_size or 16}-block e4m3 + f32 global"
+        return f"{w.group_size or 16}-blk e4m3 + f32"
     if g == "mxfp4":
-        return f"{w.group_size or 32}-block e8m0"
+        return f"{w.group_size or 32}-blk e8m0"
     if g == "group":
         return f"group {na(w.group_size)}"
     if g == "block" and w.block:
@@ -41,10 +41,10 @@ def granularity_text(w: WeightQuant) -> str:
 
 def act_text(a: ActQuant) -> str:
     if a.format == "none":
-        return "none (16-bit)"
-    mode = "dynamic" if a.dynamic else "static" if a.dynamic is False else ""
-    gran = {"token": "per-token", "tensor": "per-tensor", "group": f"group {a.group_size}"}.get(a.granularity or "", "")
-    return " ".join(p for p in (a.format, mode, gran) if p)
+        return "16-bit"
+    mode = "dyn" if a.dynamic else "static" if a.dynamic is False else ""
+    gran = {"token": "token", "tensor": "tensor", "group": f"g{a.group_size}"}.get(a.granularity or "", "")
+    return " ".join(p for p in (a.format.replace("_e4m3", ""), mode, gran) if p)
 
 
 def _layers_text(g: ModuleGroup) -> str:

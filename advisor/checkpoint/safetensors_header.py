@@ -135,10 +135,6 @@ def _short(err: Exception) -> str:
     return str(err).splitlines()[0][:120] if str(err) else type(err).__name__
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _entry(name: str, info, buffer_size: int | None, path: str) -> TensorEntry:
     where = f"tensor {name!r}"
     if not isinstance(info, dict):
@@ -147,10 +143,15 @@ def _entry(name: str, info, buffer_size: int | None, path: str) -> TensorEntry:
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
         raise BadInput(f"{where}: unknown dtype {dtype!r}", path=path)
     shape = info.get("shape")
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+    numel = 1
+    if not isinstance(shape, list):
         raise BadInput(f"{where}: shape must be a list of non-negative integers", path=path)
+    for d in shape:
+        if type(d) is not int or d < 0:
+            raise BadInput(f"{where}: shape must be a list of non-negative integers", path=path)
+        numel *= d
     offs = info.get("data_offsets")
-    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs)):
+    if not (isinstance(offs, list) and len(offs) == 2 and type(offs[0]) is int and type(offs[1]) is int):
         raise BadInput(f"{where}: data_offsets must be [begin, end] integers", path=path)
     begin, end = offs
     if begin < 0 or end < begin:
@@ -158,9 +159,6 @@ def _entry(name: str, info, buffer_size: int | None, path: str) -> TensorEntry:
     if buffer_size is not None and end > buffer_size:
         raise BadInput(f"{where}: data_offsets {offs} lie outside the file (data buffer is {buffer_size} bytes)",
                        path=path)
-    numel = 1
-    for d in shape:
-        numel *= d
     bits = numel * DTYPE_BITS[dtype]
     if bits % 8:
         raise BadInput(f"{where}: {numel} x {dtype} does not fill whole bytes", path=path)

@@ -66,7 +66,10 @@ def modules_from_config(config: dict, *, quant_text: str = "") -> list[SynthModu
     tie = config.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
     if not tie:
         add(SynthModule("lm_head", V, H))
-    for j in range(mtp_layers(cfg)):
+    n_mtp = mtp_layers(cfg)
+    if n_mtp > 1000:
+        raise ValueError(f"{n_mtp} MTP layers is implausible")
+    for j in range(n_mtp):
         if mt.startswith(("deepseek", "kimi", "glm")):
             base = f"{p}layers.{L + j}."
         else:

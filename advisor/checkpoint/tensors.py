@@ -7,7 +7,6 @@ present, decides what headers cannot (dynamic activations, int bit width of pack
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from advisor.checkpoint.model import ActQuant, WeightQuant
@@ -62,10 +61,17 @@ def group_tensors(entries: list[tuple[TensorEntry, str]]) -> dict[str, HeaderMod
     return mods
 
 
+_ONE_PART = frozenset(s for s in _DOT_SUFFIXES if "." not in s)
+
+
 def split_name(name: str, names: set[str], ndim: int) -> tuple[str, str]:
-    for suf in _DOT_SUFFIXES:
-        if name.endswith("." + suf):
-            return name[: -len(suf) - 1], suf
+    parent, _, last = name.rpartition(".")
+    if parent and last in _ONE_PART:
+        return parent, last
+    if ".weight." in name:                       # bitsandbytes companions: weight.absmax, weight.quant_state.*
+        for suf in _DOT_SUFFIXES:
+            if name.endswith("." + suf):
+                return name[: -len(suf) - 1], suf
     for suf in _UNDERSCORE_SUFFIXES:
         if name.endswith("_" + suf):
             base = name[: -len(suf) - 1]
@@ -256,10 +262,3 @@ def _int_granularity(sc: TensorEntry | None, n: int, k: int):
     if len(shape) == 2 and shape[1]:
         return "group", k // shape[1] if shape[1] else None
     return "unknown", None
-
-
-_KV = re.compile(r"\.(k_scale|v_scale)$")
-
-
-def kv_scale_names(names) -> list[str]:
-    return [n for n in names if _KV.search(n)]

@@ -124,6 +124,23 @@ def build_settings(args, environ):
     return dataclasses.replace(s, **changes), key_env, plan_doc
 
 
+def _with_scheme(settings):
+    """Fill checkpoint_scheme from a local checkpoint's headers (drives engine warnings only)."""
+    import dataclasses
+    from pathlib import Path
+
+    from advisor.errors import AdvisorError
+
+    if settings.checkpoint_scheme or not Path(settings.model).is_dir():
+        return settings
+    from advisor.checkpoint.inspect import inspect_checkpoint
+
+    try:
+        return dataclasses.replace(settings, checkpoint_scheme=inspect_checkpoint(settings.model).label)
+    except (AdvisorError, OSError, ValueError):
+        return settings
+
+
 def _explanation(args, settings, notes, version):
     """explain's prediction for the kernel check; None (with a note) when it cannot be made."""
     if settings.engine not in ("vllm", "sglang", "fastllm") or args.gpu is None:
@@ -160,6 +177,7 @@ def run(args):
     from launchers.versions import detect_version
 
     settings, key_env, plan_doc = build_settings(args, os.environ)
+    settings = _with_scheme(settings)
     detected = None if settings.version else detect_version(settings.engine)
     cmd = build_command(settings, detected)
     payload = {"command": cmd, "dry_run": bool(args.dry_run)}

@@ -56,7 +56,7 @@ def add_arguments(parser) -> None:
     fixed.add_argument("--prompt", type=int, metavar="TOKENS", help="prompt length to cost prefill at")
 
 
-def _device(selection, probe_result):
+def probed_device(selection, probe_result):
     if probe_result is None or not selection.devices:
         return None
     for d in probe_result.devices:
@@ -118,7 +118,7 @@ def run(args):
     workload = get_workload(args.workload, args.workloads)
     probe_result = probe()            # also for an id: a probed card brings its uuid and power limit
     selection = selection_from_args(args, probe_result)
-    device = _device(selection, probe_result)
+    device = probed_device(selection, probe_result)
     overrides = overrides_from_args(args, device)
     checkpoint = inspect_checkpoint(args.checkpoint)
     gpu, n = selection.spec, selection.count

@@ -120,40 +120,24 @@ def _plan_overrides(args, selection, probe_result):
 
     parser = argparse.ArgumentParser(add_help=False)
     plan_cmd.add_arguments(parser)
-    device = plan_cmd._device(selection, probe_result)
+    device = plan_cmd.probed_device(selection, probe_result)
     return plan_cmd.overrides_from_args(parser.parse_args([args.checkpoint]), device), device
 
 
 def _analysis(args, selection, engine: str, version, calibration, overrides):
-    """inspect -> explain -> plan for the planning set, as `plan` computes it (same KV choices)."""
-    from advisor.analysis import Analysis, Selection
-    from advisor.checkpoint.inspect import inspect_checkpoint
-    from advisor.commands.plan import kv_decisions
-    from advisor.cost.engine_profile import load_engine_memory
-    from advisor.cost.plan import make_plan
+    """inspect -> explain -> plan for the planning set: the shared chain `plan` and the TUI use."""
+    from advisor.analysis import Selection, analyze
     from advisor.cost.workload import get_workload
-    from advisor.errors import AdvisorError
-    from advisor.kernel_path.explain import explain
 
+    get_workload(args.workload)                      # a bad name is a usage error, before any work
     sel = Selection(args.checkpoint, selection.spec.id, selection.count, engine, version, args.workload)
-    workload = get_workload(args.workload)          # a bad name is a usage error, before any work
-    checkpoint = inspect_checkpoint(args.checkpoint)
-    gpu, n = selection.spec, selection.count
-    errors: dict[str, str] = {}
-    explanation = plan = None
-    try:
-        explanation = explain(checkpoint, gpu, gpus=n, engine=engine, version=version)
-    except AdvisorError as err:
-        errors["explain"] = str(err)
-    if explanation is not None:
-        try:
-            eng = load_engine_memory(engine)
-            kvd = kv_decisions(checkpoint, gpu, n, engine, version, list(eng.kv_tune))
-            plan = make_plan(checkpoint, explanation, gpu, gpus=n, workload=workload, overrides=overrides,
-                             calibration=calibration, kv_decisions=kvd, engine_memory=eng)
-        except (AdvisorError, ValueError, ArithmeticError) as err:
-            errors["plan"] = str(err) or type(err).__name__
-    return Analysis(sel, gpu=gpu, checkpoint=checkpoint, explanation=explanation, plan=plan, errors=errors)
+    analysis = analyze(sel, overrides=overrides, gpu=selection.spec, calibration=calibration, use_calibration=False)
+    for stage in ("gpu", "inspect"):                  # no checkpoint (or GPU), no report: one line
+        if stage in analysis.errors:
+            from advisor.errors import BadInput
+
+            raise BadInput(analysis.errors[stage])
+    return analysis
 
 
 def _launch(args, analysis, engine: str):
@@ -205,26 +189,42 @@ def _extras(args, analysis, calibration):
                 "mismatches": len(kc.mismatches)}
         out.append(Extra("kernel_check", "Launch kernel check", Doc(doc.blocks[1:]), data))
     if args.bench:
-        out.append(_bench_extra(_read_json(args.bench), plan, benchmark_extra))
+        out.append(_bench_extra(_read_json(args.bench), plan, benchmark_extra, args.bench))
     if args.microbench:
-        out.append(microbench_extra(_read_json(args.microbench)))
+        from advisor.errors import BadInput
+
+        try:
+            out.append(microbench_extra(_read_json(args.microbench)))
+        except (TypeError, ValueError) as err:
+            raise BadInput(f"not a `microbench --json` document ({err})", path=args.microbench) from None
     if calibration is not None:
         out.append(calibration_extra(calibration))
     return tuple(out)
 
 
-def _bench_extra(doc: dict, plan, benchmark_extra):
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _bench_extra(doc: dict, plan, benchmark_extra, path: str):
     """Measured numbers from a `bench --json` document, judged against this report's plan."""
+    from advisor.errors import BadInput
     from launchers.verdict import DEFAULT_BAND, Band, judge
 
     rep = doc.get("report") if isinstance(doc.get("report"), dict) else doc
     conc = rep.get("concurrency") if isinstance(rep.get("concurrency"), dict) else None
     prefill = rep.get("prefill") if isinstance(rep.get("prefill"), dict) else None
-    measured = {"decode tok/s (1 stream)": rep.get("decode_tps"), "TTFT median (s)": rep.get("ttft_s")}
+    decode = _num(rep.get("decode_tps"))
+    aggregate = _num(conc.get("aggregate_tps")) if conc else None
+    streams = conc.get("streams") if conc and isinstance(conc.get("streams"), int) else None
+    if decode is None and aggregate is None:
+        raise BadInput("no measured decode_tps or concurrency.aggregate_tps (expected `bench --json` output)",
+                       path=path)
+    measured = {"decode tok/s (1 stream)": decode, "TTFT median (s)": _num(rep.get("ttft_s"))}
     if conc:
-        measured[f"aggregate tok/s ({conc.get('streams')} streams)"] = conc.get("aggregate_tps")
+        measured[f"aggregate tok/s ({streams} streams)"] = aggregate
     if prefill:
-        measured["long-prompt prefill (s)"] = prefill.get("prefill_s")
+        measured["long-prompt prefill (s)"] = _num(prefill.get("prefill_s"))
 
     def band(v):
         return Band(v * (1 - DEFAULT_BAND), v * (1 + DEFAULT_BAND)) if v else None
@@ -232,10 +232,9 @@ def _bench_extra(doc: dict, plan, benchmark_extra):
     verdicts = []
     if plan is not None:
         p = plan.predictions
-        verdicts.append(judge("decode tok/s (1 stream)", rep.get("decode_tps"), band(p.decode_tok_s)))
-        if conc and conc.get("streams") in p.decode_aggregate_tok_s:
-            streams = conc["streams"]
-            verdicts.append(judge(f"aggregate tok/s ({streams} streams)", conc.get("aggregate_tps"),
+        verdicts.append(judge("decode tok/s (1 stream)", decode, band(p.decode_tok_s)))
+        if streams in p.decode_aggregate_tok_s:
+            verdicts.append(judge(f"aggregate tok/s ({streams} streams)", aggregate,
                                   band(p.decode_aggregate_tok_s[streams])))
     return benchmark_extra(measured, verdicts)
 
@@ -244,10 +243,10 @@ def _calibration(args, selection, device):
     if args.no_calibration:
         return None
     if args.calibration:
-        from advisor.calibration import _from_dict
+        from advisor.calibration import from_dict
         from advisor.errors import BadInput
 
-        cal = _from_dict(_read_json(args.calibration))
+        cal = from_dict(_read_json(args.calibration))
         if cal is None:
             raise BadInput("not a calibration file (microbench output)", path=args.calibration)
         return cal
@@ -269,11 +268,10 @@ def run(args):
     from advisor.jsonout import document
     from advisor.kernel_path.rules import parse_engine_spec
     from advisor.probe import probe
-    from advisor.redact import env_secrets
     from advisor.report.build import Hardware, Header
     from advisor.report.export import ExportRequest, export
     from advisor.report.output import check_target
-    from advisor.report.privacy import Scrubber
+    from advisor.report.privacy import scrubber_for
 
     fmt = _format(args)
     engine, version = parse_engine_spec(args.engine[0])
@@ -294,18 +292,14 @@ def run(args):
         table = load_gpu_table()
         compare = _compare_gpus(args.compare, list(table.values()) if isinstance(table, dict) else list(table))
 
-    uuids = [d.nvml.uuid for d in probe_result.devices] + [m.uuid for d in probe_result.devices
-                                                           for m in d.nvml.mig_devices]
-    if calibration is not None:
-        uuids.append(calibration.uuid)
-    secrets = tuple(s for s in (args.api_key,) if s) + env_secrets(os.environ)
-    scrub = Scrubber.make(secrets, home=os.path.expanduser("~"), cwd=os.getcwd(), identifiers=uuids,
-                          install_dir=str(Path(advisor.__file__).resolve().parent.parent))
+    scrub = scrubber_for(os.environ, home=os.path.expanduser("~"), cwd=os.getcwd(), secrets=(args.api_key,),
+                         probe_result=probe_result, calibration=calibration)
     header = Header(advisor.__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     reproduce_command(args, fmt))
     req = ExportRequest(analysis=analysis, header=header, fmt=fmt, hardware=Hardware(selection, probe_result),
                         compare=compare, engines=args.engine, launch=_launch(args, analysis, engine),
-                        extras=_extras(args, analysis, calibration), calibration=calibration, scrubber=scrub)
+                        extras=_extras(args, analysis, calibration), calibration=calibration,
+                        overrides=overrides, scrubber=scrub)
     report, path, size = export(req, target)
     summary = {"path": str(path), "format": fmt, "bytes": size,
                "sections": [b.text for b in report.doc.blocks if isinstance(b, Heading) and b.level <= 2],

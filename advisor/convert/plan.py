@@ -152,7 +152,7 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
                     kept.append(Kept(name, "not quantized in the reference"))
         else:
             candidate = leaf == "weight" and len(e.shape) == 2
-            pat = rules.matching_keep_pattern(module, keep_patterns) if candidate else None
+            pat = rules.matching_keep_pattern(module, keep_patterns) if leaf == "weight" and len(e.shape) >= 2 else None
             if pat is not None:
                 kept.append(Kept(name, f"keep pattern {pat}"))
                 candidate = False

@@ -246,6 +246,8 @@ class RuleFile(_Strict):
 
     @model_validator(mode="after")
     def _refs(self):
+        shared = [g for r in self.global_refusals for g in r.unless] + [g for d in self.downgrades for g in d.when]
+        self._check_gates("file", shared)
         for p in self.paths:
             if p.backend_flag and p.backend_flag not in self.flags:
                 raise ValueError(f"path {p.id}: backend_flag {p.backend_flag!r} not declared in flags")
@@ -255,23 +257,25 @@ class RuleFile(_Strict):
                         raise ValueError(f"path {p.id}: KV scheme {s!r} unknown")
                 elif s not in SCHEMES:
                     raise ValueError(f"path {p.id}: scheme {s!r} not one of SCHEMES")
-            gates = list(p.when) + [g for r in p.refusals + self.global_refusals for g in r.unless]
+            gates = list(p.when) + [g for r in p.refusals for g in r.unless]
             for c in p.candidates:
                 gates += c.gates + (c.crash.when if c.crash else [])
                 if c.backend and p.backend_flag and c.backend not in self.flags[p.backend_flag].values:
                     raise ValueError(f"path {p.id}: {c.kernel} backend {c.backend!r} not a value of "
                                      f"--{p.backend_flag}")
-            gates += [g for d in self.downgrades for g in d.when]
-            for g in gates:
-                if g.requires and g.requires not in self.dependencies:
-                    raise ValueError(f"path {p.id}: requires {g.requires!r} not declared in dependencies")
-                for name in list((g.flag_in or {}).keys()) + list((g.flag_not_in or {}).keys()):
-                    if name not in self.flags:
-                        raise ValueError(f"path {p.id}: flag {name!r} not declared in flags")
+            self._check_gates(f"path {p.id}", gates)
         ids = [p.id for p in self.paths]
         if len(ids) != len(set(ids)):
             raise ValueError("path ids must be unique")
         return self
+
+    def _check_gates(self, where: str, gates: list[Gate]) -> None:
+        for g in gates:
+            if g.requires and g.requires not in self.dependencies:
+                raise ValueError(f"{where}: requires {g.requires!r} not declared in dependencies")
+            for name in list((g.flag_in or {}).keys()) + list((g.flag_not_in or {}).keys()):
+                if name not in self.flags:
+                    raise ValueError(f"{where}: flag {name!r} not declared in flags")
 
 
 # ------------------------------------------------------------------ loading and versions

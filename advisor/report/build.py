@@ -89,7 +89,7 @@ def build_report(inputs: ReportInputs) -> Report:
 
         blocks += nest(to_doc(a.checkpoint)).blocks
     if a.explanation is not None and a.checkpoint is not None and a.gpu is not None:
-        blocks += kernel_path_blocks(a.explanation, a.gpu, a.checkpoint, inputs.options)
+        blocks += kernel_path_blocks(a.explanation, a.gpu, a.checkpoint, inputs.options or getattr(a, "options", None))
     if a.plan is not None:
         blocks += prediction_blocks(a.plan, inputs.charts, inputs.launch)
     for key in EXTRA_KEYS:

@@ -19,7 +19,7 @@ CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
 CURVE_MAX_BATCH = 256
 
 
-def decode_vs_batch(checkpoint, explanation, gpu, plan, *, calibration=None) -> Chart | None:
+def decode_vs_batch(checkpoint, explanation, gpu, plan, *, calibration=None, overrides=None) -> Chart | None:
     from advisor.cost.overrides import Overrides
     from advisor.cost.plan import make_plan
     from advisor.errors import AdvisorError
@@ -28,9 +28,10 @@ def decode_vs_batch(checkpoint, explanation, gpu, plan, *, calibration=None) -> 
     context = plan.predictions.decode_context_tokens
     opened = replace(wl, concurrency=CURVE_MAX_BATCH, context_tokens=max(context, 1), objective="throughput",
                      speculative=False, min_stream_tok_s=0)
-    fixed = Overrides(kv_cache_dtype=rec.kv_cache_dtype, memory_share=rec.memory_share,
-                      chunked_prefill=rec.chunked_prefill, tp=rec.tp, draft_tokens=0, max_batch=CURVE_MAX_BATCH,
-                      cuda_graphs=rec.cuda_graphs, context_tokens=context)
+    # The plan's own what-ifs (a probed power limit, PCIe link) stay; its chosen settings are fixed.
+    fixed = replace(overrides or Overrides(), kv_cache_dtype=rec.kv_cache_dtype, memory_share=rec.memory_share,
+                    chunked_prefill=rec.chunked_prefill, tp=rec.tp, draft_tokens=0, max_batch=CURVE_MAX_BATCH,
+                    cuda_graphs=rec.cuda_graphs, context_tokens=context)
     try:
         curve = make_plan(checkpoint, explanation, gpu, gpus=plan.gpus, workload=opened, overrides=fixed,
                           calibration=calibration).predictions.decode_aggregate_tok_s
@@ -113,7 +114,7 @@ def roofline(checkpoint, plan) -> Chart | None:
                  y_label="TFLOPS", series=tuple(series), kind="line", log_x=True, log_y=True)
 
 
-def plan_charts(checkpoint, explanation, gpu, plan, *, calibration=None) -> tuple[Chart, ...]:
-    charts = (decode_vs_batch(checkpoint, explanation, gpu, plan, calibration=calibration),
+def plan_charts(checkpoint, explanation, gpu, plan, *, calibration=None, overrides=None) -> tuple[Chart, ...]:
+    charts = (decode_vs_batch(checkpoint, explanation, gpu, plan, calibration=calibration, overrides=overrides),
               kv_pool_vs_context(checkpoint, plan), roofline(checkpoint, plan))
     return tuple(c for c in charts if c is not None and not all(math.isnan(y) for s in c.series for y in s.y))

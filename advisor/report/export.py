@@ -26,7 +26,8 @@ class ExportRequest:
     engines: tuple[str, ...] = ("vllm",)        # matrix engines (E or E@VERSION)
     launch: tuple[LaunchCommand, ...] = ()
     extras: tuple[Extra, ...] = ()
-    calibration: Any = None                     # used by the plan; drawn in the decode-vs-batch chart
+    calibration: Any = None                     # what the plan used (the decode-vs-batch chart uses it too)
+    overrides: Any = None                       # advisor.cost.overrides.Overrides the plan used
     scrubber: Scrubber = field(default_factory=Scrubber)
 
 
@@ -43,7 +44,8 @@ def make_report(req: ExportRequest) -> Report:
                                 workload=a.selection.workload)
     charts = ()
     if a.plan is not None:
-        charts = plan_charts(a.checkpoint, a.explanation, a.gpu, a.plan, calibration=req.calibration)
+        charts = plan_charts(a.checkpoint, a.explanation, a.gpu, a.plan, calibration=req.calibration,
+                             overrides=req.overrides)
     assumed = tuple(dict.fromkeys((c.engine, c.engine_version) for c in (matrix.cells if matrix else ())
                                   if c.engine_version))
     report = build_report(ReportInputs(

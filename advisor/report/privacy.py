@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.doc import Doc
-from advisor.redact import redact
+from advisor.redact import env_secrets, redact
 
 
 # NVIDIA device UUIDs (GPU-… / MIG-…): they identify one physical card, i.e. one host.
@@ -76,3 +76,22 @@ class Scrubber:
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             return self._block(v)
         return v
+
+
+def scrubber_for(environ, *, home: str | None, cwd: str | None, secrets=(), probe_result=None,
+                 calibration=None) -> Scrubber:
+    """The scrubber a report written on this machine needs: token variables of ``environ``, the
+    given secrets (an --api-key), the probed cards' UUIDs, and the home / working / install paths.
+    Callers pass what they read at the edge (os.environ, Path.home(), os.getcwd())."""
+    from pathlib import Path
+
+    import advisor
+
+    uuids = []
+    for d in getattr(probe_result, "devices", ()) or ():
+        uuids.append(d.nvml.uuid)
+        uuids += [m.uuid for m in d.nvml.mig_devices]
+    if calibration is not None:
+        uuids.append(calibration.uuid)
+    return Scrubber.make(tuple(s for s in secrets if s) + env_secrets(environ), home=home, cwd=cwd,
+                         identifiers=uuids, install_dir=str(Path(advisor.__file__).resolve().parent.parent))

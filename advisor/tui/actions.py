@@ -176,10 +176,17 @@ def microbench_doc(analysis: Any, *, on_progress: Callable[[str], None] | None =
     return outcome.doc
 
 
-def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path) -> Path:
+def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path, *, launch_line: str = "",
+                  launch_engine: str | None = None) -> Path:
+    """The report of what the TUI shows; secrets, GPU UUIDs and host paths scrubbed like `report`."""
+    import os
+
     from advisor import __version__
-    from advisor.report.build import Header
+    from advisor.errors import AdvisorError as _Err
+    from advisor.probe import resolve_gpus
+    from advisor.report.build import Hardware, Header, LaunchCommand
     from advisor.report.export import ExportRequest, export
+    from advisor.report.privacy import scrubber_for
 
     if analysis is None or analysis.checkpoint is None:
         raise UsageError("nothing to export: load a checkpoint first")
@@ -188,5 +195,16 @@ def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path) -> Pat
                f"--engine {sel.engine} --workload {sel.workload} --format {fmt} -o {shlex.quote(str(path))}")
     header = Header(tool_version=__version__, generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     command=command)
-    _, written, _ = export(ExportRequest(analysis=analysis, header=header, fmt=fmt), path)
+    hardware = None
+    if probe_result is not None:
+        try:
+            hardware = Hardware(resolve_gpus(probe_result, sel.gpu_id, sel.gpus), probe_result)
+        except _Err:
+            hardware = None
+    launch = ()
+    if launch_line:
+        launch = (LaunchCommand(engine=launch_engine or sel.engine, command_line=launch_line),)
+    scrubber = scrubber_for(os.environ, home=str(Path.home()), cwd=os.getcwd(), probe_result=probe_result)
+    _, written, _ = export(ExportRequest(analysis=analysis, header=header, fmt=fmt, hardware=hardware,
+                                         launch=launch, scrubber=scrubber), path)
     return written

@@ -329,7 +329,9 @@ class AdvisorApp(App):
         fmt = self.query_one("#export-format", Select).value
         path = Path(self.query_one("#export-path", Input).value).expanduser()
         try:
-            written = actions.export_report(self.analysis, self.probe_result, str(fmt), path)
+            line = self.query_one("#launch-command", TextArea).text.strip()
+            written = actions.export_report(self.analysis, self.probe_result, str(fmt), path,
+                                            launch_line=line, launch_engine=self.launch_engine)
         except AdvisorError as err:
             self.call_from_thread(self.notify, str(err), severity="error")
             return

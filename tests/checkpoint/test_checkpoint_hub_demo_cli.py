@@ -7,8 +7,6 @@ import os
 import shutil
 import types
 
-import pytest
-
 from advisor.checkpoint import hub
 from advisor.checkpoint.demo import DEMOS, demo_path, list_demos
 from advisor.checkpoint.inspect import inspect_checkpoint

@@ -9,7 +9,6 @@ import resource
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -264,3 +263,44 @@ def test_verify_exit_codes_on_synthetic_reference(tmp_path, capsys):
     # a candidate that is not a checkpoint: one line, exit 3
     code, err = _cli(["verify", str(tmp_path / "nope"), "--reference", str(tmp_path / "ref")], capsys)
     assert code == 3 and "not a checkpoint folder" in err
+
+
+def test_round_trip_catches_a_broken_fused_group(tmp_path, capsys):
+    tensors, cfg = _qwen35_like()
+    src = write_checkpoint(tmp_path / "src", tensors, cfg)
+    convert(src, tmp_path / "ref", options=Options(weight_only=True))
+    ck = open_checkpoint(tmp_path / "ref")
+    e = ck.tensors["model.language_model.layers.1.self_attn.q_proj.weight_scale_2"]
+    value = np.frombuffer(read_bytes(e), np.float32)[0]
+    with open(e.file, "r+b") as f:              # q no longer shares k/v's global scale
+        f.seek(e.offset)
+        f.write(np.float32(value * 0.5).tobytes())
+    assert main(["verify", "--reference", str(tmp_path / "ref"), "--json"]) == 1
+    rep = json.loads(capsys.readouterr().out)
+    failing = [d for d in rep["mismatches"] if d["fails"]]
+    assert any(d["kind"] == "weight_scale_2" and "self_attn" in d["tensor"] for d in failing)
+
+
+def test_output_loads_with_the_safetensors_library(tmp_path):
+    from safetensors import safe_open
+
+    tensors, cfg = _qwen35_like()
+    src = write_checkpoint(tmp_path / "src", tensors, cfg)
+    convert(src, tmp_path / "out", options=Options(max_shard_bytes=20_000))
+    out = open_checkpoint(tmp_path / "out")
+    assert len(out.shard_files) > 1
+    index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == sum(e.nbytes for e in out.tensors.values())
+    assert index["weight_map"] == out.weight_map
+    seen = 0
+    for shard in out.shard_files:
+        with safe_open(str(tmp_path / "out" / shard), framework="pt") as f:
+            assert f.metadata() == {"format": "pt"}
+            for name in f.keys():
+                t = f.get_tensor(name)
+                e = out.tensors[name]
+                raw = t.view(torch.uint8).numpy().tobytes() if t.dim() else t.reshape(1).view(torch.uint8).numpy().tobytes()
+                assert raw == read_bytes(e), name
+                seen += 1
+    assert seen == len(out.tensors)
+    assert out.tensors["model.language_model.layers.1.self_attn.q_proj.weight_scale"].dtype == "F8_E4M3"

@@ -122,3 +122,17 @@ def test_every_demo_explains_on_every_engine(capsys, engine):
         for d in exp["decisions"]:
             assert d["reasons"] and all(r["reason"] for r in d["rejected"])
             assert (d["kernel"] is not None) == d["runs"] or d["error"]
+
+
+def test_fastllm_int4_on_two_gpus_falls_to_the_cpu(capsys):
+    code, doc = _json(capsys, ["explain", "demo:llama-3.1-8b-gptq-int4", "--gpu", "rtx-3090", "--gpus", "2",
+                               "--engine", "fastllm"])
+    assert code == 0 and doc["explanation"]["gpus"] == 2
+    dense = next(d for d in doc["explanation"]["decisions"]
+                 if d["layer_class"] == "dense_linear" and d["checkpoint_scheme"] == "W4A16-INT4")
+    assert dense["dequant"] == "cpu" and dense["mma"] == "none"
+    assert any("SIGTERM" in w["meaning"] for w in dense["warnings"])
+    code, doc = _json(capsys, ["explain", "demo:llama-3.1-8b-gptq-int4", "--gpu", "rtx-3090", "--engine", "fastllm"])
+    dense = next(d for d in doc["explanation"]["decisions"]
+                 if d["layer_class"] == "dense_linear" and d["checkpoint_scheme"] == "W4A16-INT4")
+    assert dense["kernel"] == "INT4 group Marlin (W4A16)"

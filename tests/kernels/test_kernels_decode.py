@@ -54,8 +54,8 @@ def test_nvfp4_decode_in_fp16_is_exact_for_every_code_and_scale():
 
 def test_fp8_decode_every_finite_byte_exact(rng):
     finite = np.array([b for b in range(256) if (b & 0x7F) != 0x7F], dtype=np.uint8)   # 254 codes
-    n, k = 2, 127
-    wq = rng.permutation(finite).reshape(n, k)
+    n, k = 2, 128
+    wq = rng.permutation(np.concatenate([finite, rng.choice(finite, 2)])).reshape(n, k)
     ws = rng.uniform(0.5, 2.0, n).astype(np.float32)
     w = Weight("fp8", torch.from_numpy(wq).view(torch.float8_e4m3fn), torch.from_numpy(ws), group=1)
     out = dequantize(w, block_n=2, block_k=128).numpy()

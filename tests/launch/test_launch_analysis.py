@@ -34,11 +34,14 @@ def explanation(*decisions):
 
 
 def test_kernel_check_against_explain_and_plan():
-    exp = explanation(decision("dense_linear", "MarlinNvFp4LinearKernel"), decision("moe_experts", "MARLIN (MarlinExperts)"),
+    exp = explanation(decision("dense_linear", "UnquantizedLinearMethod (cuBLAS)"),
+                      decision("dense_linear", "MarlinNvFp4LinearKernel"), decision("moe_experts", "MARLIN (MarlinExperts)"),
                       decision("attention_kv", "FLASH_ATTN"), decision("lm_head_embed", "UnquantizedEmbeddingMethod"))
     kc = kernel_check.check(VLLM_3090_LOG, exp, predicted_kv_tokens=100_000)
-    marks = {r.layer_class: r.mark for r in kc.rows}
-    assert marks == {"dense_linear": "✓", "moe_experts": "✓", "attention_kv": "✗", "lm_head_embed": "?"}
+    marks = [(r.layer_class, r.predicted.split(" ")[0], r.mark) for r in kc.rows]
+    assert marks == [("dense_linear", "UnquantizedLinearMethod", "?"), ("dense_linear", "MarlinNvFp4LinearKernel", "✓"),
+                     ("moe_experts", "MARLIN", "✓"), ("attention_kv", "FLASH_ATTN", "✗"),
+                     ("lm_head_embed", "UnquantizedEmbeddingMethod", "?")]
     (bad,) = kc.mismatches
     assert bad.observed == ("FLASHINFER",) and "attention backend" in bad.line
     assert kc.kv.observed_tokens == 107_776 and kc.kv.error_pct == pytest.approx(7.776)
@@ -153,3 +156,25 @@ def test_launch_cli_dry_run_profile_roundtrip(capsys, monkeypatch):
     assert again["command"]["argv"] == first["command"]["argv"]
     assert main(["launch", "--profile", "nope", "--dry-run"]) == 3
     assert main(["launch", "/m", "--engine", "vllm", "--kv-cache-dtype", "q4_0", "--dry-run"]) == 4
+
+
+def test_kernel_check_with_real_explain_of_demo_checkpoint():
+    import argparse
+    from pathlib import Path
+
+    from advisor.commands.launch import _explanation
+
+    demo = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3-30b-a3b-nvfp4"
+    notes = []
+    exp = _explanation(argparse.Namespace(gpu="rtx-3090", gpus=None), ServeSettings(engine="vllm", model=str(demo)),
+                       notes, "0.33.0")
+    assert exp is not None and notes == []
+    kc = kernel_check.check(VLLM_3090_LOG, exp)
+    by_kernel = {r.predicted: r.status for r in kc.rows}
+    assert by_kernel["MarlinNvFp4LinearKernel"] == "match"          # the Marlin FP4 warning
+    assert by_kernel["MARLIN (MarlinExperts)"] == "match"
+    assert by_kernel["FLASHINFER"] == "match"
+    assert kc.mismatches == ()
+    skipped = []
+    assert _explanation(argparse.Namespace(gpu=None, gpus=None), ServeSettings(engine="vllm", model=str(demo)),
+                        skipped, None) is None and "pass --gpu" in skipped[0]

@@ -104,3 +104,43 @@ def test_bench_cli_against_fake_server(sse, capsys):
     assert rc == 0 and out["kind"] == "bench"
     assert out["report"]["model"] == "fake-model" and out["report"]["decode_tps"] > 0
     assert main(["bench", "--url", "http://10.1.2.3:80"]) == 2
+
+
+def test_bench_cli_verdict_against_plan(sse, capsys, tmp_path):
+    import json
+
+    from advisor.cli import main
+
+    srv = sse(tokens=10, interval_s=0.02, ttft_s=0.01)          # ~50 tok/s per stream
+    plan = {"predictions": {"decode_tok_s": 500.0, "decode_aggregate_tok_s": {"1": 500.0, "2": 900.0},
+                            "kv_pool_tokens": {"fp8": 1000}},
+            "recommendation": {"kv_cache_dtype": "fp8"}}
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps(plan))
+    rc = main(["bench", "--url", srv.url, "--plan", str(p), "--max-tokens", "10", "--shots", "1",
+               "--concurrency", "2", "--long-prompt-words", "0", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    single, agg = out["verdicts"]
+    assert single["status"] == "below" and single["ratio"] < 0.2
+    assert [c["kind"] for c in single["causes"]][0] == "misdispatch"       # not checked without a launch
+    assert single["causes"][0]["evidence"].startswith("not checked")
+    assert agg["metric"].startswith("aggregate") and agg["status"] == "below"
+
+
+def test_launch_cli_dry_run_from_plan(capsys, tmp_path):
+    import json
+
+    from advisor.cli import main
+
+    plan = {"recommendation": {"kv_cache_dtype": "fp8", "max_batch": 12, "draft_tokens": 2, "memory_share": 0.88,
+                               "chunked_prefill": 4096, "tp": 2, "cuda_graphs": True, "speculative_method": "mtp"}}
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps(plan))
+    assert main(["launch", "/models/m", "--engine", "vllm", "--plan", str(p), "--port", "8123", "--dry-run",
+                 "--json"]) == 0
+    argv = json.loads(capsys.readouterr().out)["command"]["argv"]
+    pairs = dict(zip(argv, argv[1:]))
+    assert pairs["--kv-cache-dtype"] == "fp8" and pairs["--max-num-seqs"] == "12" and pairs["--port"] == "8123"
+    assert pairs["--tensor-parallel-size"] == "2" and pairs["--gpu-memory-utilization"] == "0.88"
+    assert json.loads(pairs["--speculative-config"]) == {"method": "mtp", "num_speculative_tokens": 2}

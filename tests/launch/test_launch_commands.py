@@ -151,3 +151,19 @@ def test_json_form_is_serialisable():
     cmd = build_command(ServeSettings(engine="vllm", model="/m", api_key="k-123456"))
     out = dumps(document("launch", {"command": cmd}))
     assert json.loads(out)["command"]["argv"][-1] == "***"
+
+
+def test_display_lines_are_valid_shell_and_redacted():
+    import subprocess
+
+    s = ServeSettings(engine="vllm", model="/models/my model", api_key="sk-live-abcdef0123456789",
+                      speculative=Speculative("mtp", 2), cuda_devices=(0, 1), extra_args=("--seed", "-1"))
+    cmd = build_command(s)
+    for line in (cmd.display(), cmd.display_multiline()):
+        assert "sk-live" not in line
+        # bash parses the copyable line back into the same argv (program replaced by printf)
+        script = "printf '%s\\0' " + line.split(" ", 1)[1].split(" ", 1)[1]
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+        expected = [a if a != s.api_key else "***" for a in cmd.argv[1:]]
+        assert out.split("\0")[:-1] == expected
+    assert len(cmd.display_multiline().splitlines()) > 3

@@ -132,7 +132,7 @@ def test_measurement_sections(tmp_path):
                     "--calibration", cal_file, "-o", target]) == 0
     data = json.loads(target.read_text())
     assert schema_errors(data) == []
-    rows = {r["layer_class"]: r for r in data["kernel_check"]["rows"]}
+    rows = {r["layer_class"].split(" [")[0]: r for r in data["kernel_check"]["rows"]}   # "class [roles]"
     assert rows["dense_linear"]["status"] == "match" and rows["attention_kv"]["status"] == "match"
     verdict = data["benchmark"]["verdicts"][0]
     assert verdict["status"] == "below" and verdict["measured"] == pytest.approx(predicted * 0.5)
@@ -184,3 +184,11 @@ def test_a_failed_stage_still_writes_a_valid_report(tmp_path, capsys):
     md = tmp_path / "r.md"
     assert run_cli(["report", DEMO, "--gpu", "rtx-3090", "--engine", "vllm@0.1", "-o", md]) == 0
     assert "**Could not be computed**" in md.read_text()
+
+
+def test_bench_file_without_measurements_is_bad_input(tmp_path, capsys):
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"report": {"decode_tps": "fast"}}))
+    assert run_cli(["report", DEMO, "--gpu", "rtx-3090", "--bench", bench, "-o", tmp_path / "r.md"]) == 3
+    assert "no measured decode_tps" in capsys.readouterr().err
+    assert not (tmp_path / "r.md").exists()
