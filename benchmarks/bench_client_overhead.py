@@ -65,7 +65,9 @@ def timing_error(streams: int, tokens: int, interval_ms: float) -> dict:
                             str(tokens), str(out)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         assert srv.stdout.readline().strip() == "ready"
+        cpu0 = time.process_time()
         results, wall = asyncio.run(drive(f"http://127.0.0.1:{port}", streams, tokens))
+        cpu = time.process_time() - cpu0
     finally:
         srv.send_signal(signal.SIGTERM)
         srv.wait(10)
@@ -82,6 +84,7 @@ def timing_error(streams: int, tokens: int, interval_ms: float) -> dict:
         errors_ms += [(a - b) * 1000 for a, b in zip(arr, s)]
         itl_errors_ms += [abs(x - y) * 1000 for x, y in zip(r.itls, (b - a for a, b in zip(s, s[1:])))]
     return {"streams": streams, "ok": sum(r.ok for r in results), "tokens": len(errors_ms), "wall_s": wall,
+            "client_cpu_ms_per_token": cpu * 1000 / max(1, len(errors_ms)),
             "arrival_error_ms_median": statistics.median(errors_ms), "arrival_error_ms_p99": pct(errors_ms, 99),
             "itl_error_ms_median": statistics.median(itl_errors_ms), "itl_error_ms_p99": pct(itl_errors_ms, 99)}
 
@@ -122,18 +125,26 @@ def main() -> int:
     ap.add_argument("--no-real", action="store_true", help="skip the tiny real server")
     args = ap.parse_args()
     failed = False
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (the client shares them with the server)")
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    busy = load >= cpus
+    print(f"load average {load:.1f} on {cpus} CPUs (the client shares them with the server)")
     for n in (1, args.streams):
         r = timing_error(n, args.tokens, args.interval_ms)
-        # Gate: ITL error (what every reported gap carries) for all runs; the absolute arrival error
-        # (what TTFT carries) for one stream. With many streams on a busy box the arrival error also
-        # holds CPU queueing of the client process; it is reported, not gated.
-        ok = r["ok"] == n and r["itl_error_ms_median"] < TARGET_MS and (n > 1 or r["arrival_error_ms_median"] < TARGET_MS)
+        # Gates: one stream — ITL error and arrival error (what TTFT carries) < 1 ms. Many streams —
+        # the client's own CPU per token < 1 ms (what a dedicated core must absorb) and, unless the box
+        # is oversubscribed (load >= CPUs, where any process waits for a core), ITL error < 1 ms.
+        if n == 1:
+            ok = r["itl_error_ms_median"] < TARGET_MS and r["arrival_error_ms_median"] < TARGET_MS
+        else:
+            ok = r["client_cpu_ms_per_token"] < TARGET_MS and (busy or r["itl_error_ms_median"] < TARGET_MS)
+        ok = ok and r["ok"] == n
         failed |= not ok
+        gate = " (timing not gated: box oversubscribed)" if n > 1 and busy else ""
         print(f"fake SSE, {n:3d} stream(s) x {args.tokens} tokens @ {args.interval_ms:g} ms: "
               f"ITL error median {r['itl_error_ms_median']:.3f} ms (p99 {r['itl_error_ms_p99']:.3f}, "
               f"ratio to 1 ms {r['itl_error_ms_median'] / TARGET_MS:.2f}); arrival error median "
-              f"{r['arrival_error_ms_median']:.3f} ms (p99 {r['arrival_error_ms_p99']:.3f}) — {'ok' if ok else 'MISSED'}")
+              f"{r['arrival_error_ms_median']:.3f} ms (p99 {r['arrival_error_ms_p99']:.3f}); client CPU "
+              f"{r['client_cpu_ms_per_token']:.3f} ms/token — {'ok' if ok else 'MISSED'}{gate}")
     if not args.no_real:
         r = real_server(args.streams, args.real_tokens)
         ok = r["ok"] == args.streams

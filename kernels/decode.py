@@ -1,18 +1,20 @@
 """Weight decode in registers: packed low-bit weight tiles -> exact fp16 tiles (Triton @jit helpers).
 
 Tensor-layout contract (every weight is W[N, K], N = output features, K = input features,
-row-major and contiguous along K; `stride_wn` / `stride_sn` are the row strides in elements):
+row-major and contiguous along K). The packed bytes are passed as int32 words (the host views
+them with `.view(torch.int32)`, little-endian), `stride_wn` in words, `stride_sn` in elements:
 
-  FORMAT 0  NVFP4   wq uint8 [N, K//2]  E2M1 codes, two per byte along K, low nibble = even k
-                                        (ModelOpt `weight`); K % 16 == 0
+  FORMAT 0  NVFP4   wq [N, K//2] bytes = [N, K//8] words: E2M1 codes, two per byte along K,
+                                        low nibble = even k (ModelOpt `weight`); K % 16 == 0
                     ws uint8 [N, K//16] E4M3 (float8_e4m3fn bytes) scale per 16 consecutive k,
                                         linear (not swizzled; ModelOpt `weight_scale`)
                     tile value = e2m1 * e4m3 * 2**-14      (epilogue multiplies gs * 2**14)
-  FORMAT 1  FP8     wq uint8 [N, K]     E4M3 bytes (float8_e4m3fn viewed as uint8)
+  FORMAT 1  FP8     wq [N, K] bytes = [N, K//4] words: E4M3 (float8_e4m3fn); K % 4 == 0
                     tile value = e4m3 * 2**-8              (epilogue multiplies ws[n] * 2**8)
-  FORMAT 2  INT4    wq uint8 [N, K//2]  unsigned 4-bit q, low nibble = even k, W = (q - 8) * s
-                                        (symmetric "uint4b8", the GPTQ math; byte layout as NVFP4)
-                    ws fp16  [N, K//GROUP]
+  FORMAT 2  INT4    wq [N, K//2] bytes = [N, K//8] words: unsigned 4-bit q, low nibble = even k,
+                                        W = (q - 8) * s (symmetric "uint4b8", the GPTQ math; byte
+                                        layout as NVFP4, not GPTQ's int32 [K//8, N] on disk)
+                    ws fp16  [N, K//GROUP], K % GROUP == 0
                     tile value = (q - 8) * s rounded once to fp16
 
 Why the 2**-14 / 2**-8 offsets: an E2M1 or E4M3 bit pattern shifted into the fp16 exponent and
@@ -21,6 +23,10 @@ so decode is and/shift/or + bitcast with no table, branch or fp8 hardware (works
 the interpreter). E2M1 x E4M3 products have <= 6 significant bits and are multiples of 2**-10,
 so `e2m1 * e4m3 * 2**-14` is exact in fp16 (subnormals included) and in bf16. The power of two
 goes back into the fp32 epilogue scale, so the accumulated result is unchanged.
+
+Why 32-bit words: two fp16 patterns are built in one 32-bit register per shift/mask (nibbles j and
+j+4, or bytes 0/2 and 1/3), which cut the SASS per weight element by about a third against
+per-byte decode (kernels/NOTES.md).
 """
 
 from __future__ import annotations
@@ -30,13 +36,6 @@ import triton.language as tl
 
 # FORMAT constexpr values (the host side names them in kernels.weight_only).
 NVFP4, FP8, INT4 = 0, 1, 2
-
-
-@triton.jit
-def e2m1_to_f16_scaled(nib):
-    """int32 codes 0..15 -> fp16 equal to e2m1(code) * 2**-14 (sign bit kept: 0x8 is -0)."""
-    bits = ((nib & 0x8) << 12) | ((nib & 0x7) << 9)
-    return bits.to(tl.uint16).to(tl.float16, bitcast=True)
 
 
 @triton.jit

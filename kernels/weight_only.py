@@ -5,8 +5,12 @@ Tensor-layout contract (host side; all tensors contiguous, same device):
   a   [M, K]   fp16 | bf16 (fp32 accepted: CPU interpreter tests)   activations
   W   [N, K]   one of the formats of kernels.decode (Weight below holds its tensors):
         nvfp4: wq uint8 [N, K//2], ws float8_e4m3fn [N, K//16], gs float32 [1]  W = e2m1*ws*gs
+               (K % 16 == 0)
         fp8:   wq float8_e4m3fn [N, K], ws float32 [N]                         W = e4m3*ws[n]
+               (K % 4 == 0)
         int4:  wq uint8 [N, K//2], ws float16 [N, K//group]                    W = (q-8)*ws
+               (K % group == 0, K % 8 == 0)
+        The launchers pass wq to the kernels as int32 words (a view, no copy).
   c   [M, N]   a's dtype when SPLIT_K == 1; float32 (zero-filled, fp32 atomics) when SPLIT_K > 1
 
 Two launch shapes, same decode:

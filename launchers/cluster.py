@@ -8,7 +8,7 @@ RAY_PORT = 6379
 
 
 def ray_steps(settings) -> tuple[Step, ...]:
-    head = settings.head_address or "HEAD_NODE_IP"
+    head = settings.head_address
     workers = settings.nodes - 1
     gpus_per_node = max(1, (settings.tp * settings.pp) // settings.nodes)
     return (

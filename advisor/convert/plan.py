@@ -183,6 +183,12 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
         groups = groups_from_reference(ref, modules)
         group_rule = {gid: ("reference: equal weight_scale_2" if len(m) > 1 else "") for gid, m in groups.items()}
         group_source = "reference checkpoint (siblings with bit-identical weight_scale_2)"
+        table, table_note = rules.table_for(model_type(src.config))
+        table_sets = {frozenset(mm) for _, mm in rules.groups_from_table(modules, table)}
+        differ = [mm for mm in groups.values() if len(mm) > 1 and frozenset(mm) not in table_sets]
+        if differ:
+            notes.append(f"{len(differ)} reference group(s) differ from the {table_note}, e.g. "
+                         f"{', '.join(differ[0])} (siblings can also share a value by coincidence)")
     else:
         table, group_source = rules.table_for(model_type(src.config))
         groups, group_rule = {}, {}

@@ -138,6 +138,10 @@ class AdvisorApp(App):
 
     def on_mount(self) -> None:
         self.theme = self.state.theme if self.state.theme in self.available_themes else "textual-dark"
+        # Slow work starts after the first paint: a worker thread holding the GIL would delay it.
+        self.call_after_refresh(self._start_background)
+
+    def _start_background(self) -> None:
         self.run_probe()
         if self.state.checkpoint:
             self.start_analysis()

@@ -34,6 +34,8 @@ def _validate(s: ServeSettings) -> None:
             raise UsageError(f"unknown speculative method {s.speculative.method!r}; choose one of {', '.join(SPEC_METHODS)}")
         if s.speculative.draft_tokens < 1:
             raise UsageError("draft tokens must be at least 1")
+    if s.nodes > 1 and not s.head_address:
+        raise UsageError(f"{s.nodes} nodes: give the Ray head node's IP (--head-address)")
     if s.nodes > 1 and s.tp * s.pp < s.nodes:
         raise UsageError(f"{s.nodes} nodes need tp x pp >= {s.nodes} (got tp {s.tp}, pp {s.pp})")
 

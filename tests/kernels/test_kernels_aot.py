@@ -36,7 +36,7 @@ for fmt, m, cc in [("nvfp4", 1, 90), ("fp8", 1, 90), ("int4", 1, 86), ("nvfp4", 
     c = next(x for x in configs.candidates(m, 5120, 17408, 132, group) if (x.path == "gemv") == (m == 1) and not (m == 16 and not x.params.get("swap_ab")))
     p = c.params
     ws = {"nvfp4": "*u8", "fp8": "*fp32", "int4": "*fp16"}[fmt]
-    sig = {"a_ptr": "*bf16", "wq_ptr": "*u8", "ws_ptr": ws, "gs_ptr": "*fp32",
+    sig = {"a_ptr": "*bf16", "wq_ptr": "*i32", "ws_ptr": ws, "gs_ptr": "*fp32",
            "c_ptr": "*fp32" if p["split_k"] > 1 else "*bf16"}
     consts = {"FORMAT": W.FORMATS[fmt], "GROUP": group, "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"], "SPLIT_K": p["split_k"]}
     if c.path == "gemv":

@@ -119,12 +119,13 @@ class FakeSSE:
             return f"data: {json.dumps(d)}\n\n".encode()
 
         writer.write(chunk({"role": "assistant"}))
+        tokens = [chunk({"content": f"t{i} "}) for i in range(n)]   # pre-encoded: keep the server cheap
         for i in range(n):
             target = t0 + self.ttft_s + i * self.interval_s
             delay = target - time.perf_counter()
             if delay > 0:                         # the exact send time is recorded below, so no spinning
                 await asyncio.sleep(delay)
-            writer.write(chunk({"content": f"t{i} "}))
+            writer.write(tokens[i])
             await writer.drain()
             sends.append(time.perf_counter())
         usage = {"prompt_tokens": 7, "completion_tokens": n, "total_tokens": n + 7} if self.usage else None

@@ -178,3 +178,24 @@ def test_kernel_check_with_real_explain_of_demo_checkpoint():
     skipped = []
     assert _explanation(argparse.Namespace(gpu=None, gpus=None), ServeSettings(engine="vllm", model=str(demo)),
                         skipped, None) is None and "pass --gpu" in skipped[0]
+
+
+def test_real_plan_json_drives_launch_and_verdict(tmp_path, capsys):
+    from pathlib import Path
+
+    from advisor.cli import main
+
+    demo = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3-30b-a3b-nvfp4"
+    assert main(["plan", str(demo), "--gpu", "rtx-5090", "--engine", "vllm", "--json"]) == 0
+    plan_doc = json.loads(capsys.readouterr().out)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan_doc))
+    rec, preds = plan_doc["recommendation"], plan_doc["predictions"]
+    assert main(["launch", str(demo), "--engine", "vllm", "--plan", str(path), "--dry-run", "--json"]) == 0
+    argv = json.loads(capsys.readouterr().out)["command"]["argv"]
+    pairs = dict(zip(argv, argv[1:]))
+    for flag, value in rec["flags"].items():              # the plan's own flag table, reproduced
+        assert pairs[flag] == value, flag
+    pred = verdict.load_prediction(path)
+    assert pred.decode_tps.low < preds["decode_tok_s"] < pred.decode_tps.high
+    assert pred.kv_tokens == preds["kv_pool_tokens"][rec["kv_cache_dtype"]]

@@ -121,7 +121,9 @@ def test_vllm_multinode_ray_steps():
     assert head.startswith("ray start --head --node-ip-address=10.0.0.1 --port=6379 --num-gpus=4")
     assert worker == "ray start --address=10.0.0.1:6379 --num-gpus=4"
     with pytest.raises(Unsupported, match="vLLM"):
-        build_command(ServeSettings(engine="sglang", model="/m", tp=2, nodes=2))
+        build_command(ServeSettings(engine="sglang", model="/m", tp=2, nodes=2, head_address="10.0.0.1"))
+    with pytest.raises(UsageError, match="--head-address"):
+        build_command(ServeSettings(engine="vllm", model="/m", tp=2, nodes=2))
 
 
 def test_trtllm_yaml_config_and_llamacpp():

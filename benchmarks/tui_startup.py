@@ -1,0 +1,59 @@
+"""Cold start of the TUI to first paint, without a GPU (target <= 1 s, median of runs).
+
+Each run is a fresh process: it builds the app with the one factory, runs it headless and exits
+on Textual's Ready event, sent once the first screen has been composed and painted. The probe and
+the analysis of the remembered checkpoint start after that, in workers.
+
+    python benchmarks/tui_startup.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = r"""
+import sys
+from pathlib import Path
+from advisor.tui import create_app
+from advisor.tui.app import AdvisorApp
+def on_ready(self):            # Textual sends Ready after the first screen has been painted
+    sys.stdout.write("painted\n"); sys.stdout.flush()
+    self.exit()
+AdvisorApp.on_ready = on_ready
+app = create_app(state_file=Path(sys.argv[1]) / "state.yaml")
+app.run(headless=True, size=(80, 24))
+"""
+
+TARGET_S = 1.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=7)
+    args = ap.parse_args()
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, "-c", CHILD, tmp], stdout=subprocess.PIPE, text=True,
+                                    stdin=subprocess.DEVNULL)
+            line = proc.stdout.readline()
+            t = time.perf_counter() - t0
+            proc.wait(timeout=60)
+            if line.strip() != "painted":
+                print(f"run failed: {line!r} (exit {proc.returncode})", file=sys.stderr)
+                return 1
+            times.append(t)
+    med = statistics.median(times)
+    print(f"TUI first paint: median {med:.3f} s over {len(times)} runs (min {min(times):.3f}, max {max(times):.3f})")
+    print(f"target {TARGET_S:.1f} s -> ratio {med / TARGET_S:.2f}")
+    return 0 if med <= TARGET_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
