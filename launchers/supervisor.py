@@ -2,9 +2,10 @@
 and a stop that escalates SIGINT -> SIGTERM -> SIGKILL over the whole group.
 
 Children die with the advisor: the child sets PR_SET_PDEATHSIG before exec. Linux delivers that
-signal when the *thread* that forked the child exits, so create servers from a long-lived thread
-(the main thread, or the TUI's worker that lives as long as the app). A pidfile per port lets the
-next start find leftovers when even that fails (e.g. grandchildren of a SIGKILLed advisor).
+signal when the *thread* that forked the child exits, so every server is forked by one spawner
+thread that lives as long as the advisor (a TUI worker thread that starts a server and returns
+must not take the server with it). A pidfile per port lets the next start find leftovers when even
+that fails (e.g. grandchildren of a SIGKILLed advisor).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import collections
 import ctypes
 import errno
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -98,6 +100,39 @@ def resolve_executable(name: str) -> str:
     return found
 
 
+class _Spawner:
+    """One long-lived thread that forks every server (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def call(self, fn):
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="nvfp4-advisor-spawner", daemon=True)
+                self._thread.start()
+        done, box = threading.Event(), {}
+        self._jobs.put((fn, box, done))
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def _loop(self) -> None:
+        while True:
+            fn, box, done = self._jobs.get()
+            try:
+                box["value"] = fn()
+            except BaseException as err:  # noqa: BLE001 - handed back to the caller's thread
+                box["error"] = err
+            done.set()
+
+
+_SPAWNER = _Spawner()
+
+
 def _child_setup(parent_pid: int) -> None:  # runs in the child between fork and exec
     if _LIBC is not None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -152,9 +187,9 @@ class Server:
         self._log.flush()
         parent = os.getpid()
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(
+        self.proc = _SPAWNER.call(lambda: subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True, preexec_fn=lambda: _child_setup(parent), close_fds=True)
+            start_new_session=True, preexec_fn=lambda: _child_setup(parent), close_fds=True))
         _LIVE.add(self)
         try:
             started = psutil.Process(self.proc.pid).create_time()

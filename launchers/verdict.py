@@ -86,7 +86,7 @@ def load_prediction(path: str | Path) -> Prediction:
         raise BadInput(f"not JSON: {err}", path=str(p)) from None
     try:
         if isinstance(doc, dict) and isinstance(doc.get("predictions"), dict) and "decode_tok_s" in doc["predictions"]:
-            return _from_plan(doc, str(p))
+            return prediction_from_plan(doc, str(p))
         dec = _band(_find(doc, "decode_tokens_per_s"))
         agg = _band(_find(doc, "aggregate_tokens_per_s"))
         conc = _find(doc, "concurrency")
@@ -99,7 +99,7 @@ def load_prediction(path: str | Path) -> Prediction:
                       int(kv) if isinstance(kv, (int, float)) else None, str(p))
 
 
-def _from_plan(doc: dict, source: str) -> Prediction:
+def prediction_from_plan(doc: dict, source: str = "plan") -> Prediction:
     """A `plan --json` document: predictions.decode_tok_s, decode_aggregate_tok_s {batch: tok/s},
     kv_pool_tokens {kv dtype: tokens} for recommendation.kv_cache_dtype."""
     from launchers.settings import predicted_kv_tokens
@@ -111,6 +111,9 @@ def _from_plan(doc: dict, source: str) -> Prediction:
     agg = _band(agg_table[conc]) if conc and conc > 1 else None
     return Prediction(dec, agg, conc if agg else None, predicted_kv_tokens(doc), source,
                       tuple(sorted(agg_table.items())))
+
+
+_from_plan = prediction_from_plan   # the name advisor/tui/actions.py calls (ask: switch to the public one)
 
 
 def aggregate_for(prediction: Prediction, concurrency: int) -> Band | None:

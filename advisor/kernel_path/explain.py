@@ -115,7 +115,7 @@ def _layer_groups(ck: CheckpointInfo):
     """(LayerFacts, checkpoint scheme, module) for every GEMM-bearing module group."""
     out = []
     seen_lm = False
-    for m in tuple(ck.modules) + tuple(ck.kept_bf16):
+    for m in ck.modules:            # kept_bf16 is a subset of modules, not extra groups
         cls = ROLE_CLASS.get(m.role)
         if cls is None:
             continue

@@ -151,10 +151,10 @@ def measure_streams(dev: Device, timer, buffer_bytes: int | None = None) -> tupl
     from kernels import bandwidth
 
     size = buffer_bytes or int(min(max(16 * dev.l2_bytes, 1 << 30), dev.free_bytes // 4))
-    n = size // 4
+    n = max(size // 4 // 4096, 1) * 4096
     x = torch.randn(n, device=dev.torch_device, dtype=torch.float32)
     y = torch.empty_like(x)
-    partials = torch.empty(max(n // 4096, 1), device=dev.torch_device, dtype=torch.float32)
+    partials = torch.empty(n // 4096, device=dev.torch_device, dtype=torch.float32)
     out = []
     for kind, programs in (("copy", None), ("copy", dev.sm_count * 16), ("read", None), ("read", dev.sm_count * 16)):
         if kind == "copy":
@@ -163,7 +163,7 @@ def measure_streams(dev: Device, timer, buffer_bytes: int | None = None) -> tupl
         else:
             t = timer.seconds_per_call(lambda i: bandwidth.read_sum(x, partials, programs=programs), 1)
             moved = x.numel() * 4
-        out.append(Stream(kind, moved / t / 1e9, size / 2**20, "one pass" if programs is None else f"{programs} programs"))
+        out.append(Stream(kind, moved / t / 1e9, n * 4 / 2**20, "one pass" if programs is None else f"{programs} programs"))
     del x, y, partials
     return tuple(out)
 

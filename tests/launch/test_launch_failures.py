@@ -172,3 +172,19 @@ def test_api_key_never_in_display_or_logs(tmp_path):
     assert key not in record                       # the pidfile stores the redacted command line
     assert key not in cmd.display() and key not in str(cmd.to_json())
     assert key not in repr(cmd.settings) and key not in str(cmd.settings.to_json())
+
+
+def test_server_started_from_a_short_lived_thread_survives_it(tmp_path):
+    # The TUI starts servers from worker threads that end; the parent-death signal is per thread.
+    import threading
+
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("srv", server(fake("ready", "vllm"), tmp_path).start()))
+    t.start()
+    t.join()
+    srv = box["srv"]
+    try:
+        time.sleep(0.5)
+        assert srv.wait_ready(30, poll_s=0.1).probe.ok and not gone(srv.pid)
+    finally:
+        srv.stop()
