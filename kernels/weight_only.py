@@ -19,7 +19,9 @@ Two launch shapes, same decode:
         and tl.sum over K, K split over grid axis 2. No tensor cores.
   gemm  tiled tl.dot (BF16/FP16 MMA, fp32 accumulate) for prefill, optional split-K for small M;
         SWAP_AB computes (W @ A^T)^T so the weight fills the MMA M dimension when M is small.
-Each program of split index s walks the contiguous K range [s*K_ITERS*BK, (s+1)*K_ITERS*BK).
+Each program of split index s (grid axis) walks the contiguous K range [s*K_ITERS*BK, (s+1)*K_ITERS*BK);
+the split count is a launch parameter, not a constexpr (one compile serves every split; ATOMIC
+says whether partial sums are added with fp32 atomics).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def weight_only_gemv_kernel(
     N, K, K_ITERS,
     stride_am, stride_wn, stride_sn, stride_cm,
     FORMAT: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ATOMIC: tl.constexpr,
 ):
     tl.static_assert(BLOCK_K % 32 == 0)
     m = tl.program_id(0)
@@ -62,7 +64,7 @@ def weight_only_gemv_kernel(
         acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
     acc = acc * epilogue_factor(gs_ptr, ws_ptr, offs_n, mask_n, FORMAT)
     c_ptrs = c_ptr + m * stride_cm + offs_n
-    if SPLIT_K == 1:
+    if not ATOMIC:
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_n)
     else:
         tl.atomic_add(c_ptrs, acc, mask=mask_n)
@@ -75,7 +77,7 @@ def weight_only_gemm_kernel(
     stride_am, stride_wn, stride_sn, stride_cm,
     FORMAT: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    SPLIT_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
+    ATOMIC: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
 ):
     tl.static_assert(BLOCK_K % 32 == 0)
@@ -114,7 +116,7 @@ def weight_only_gemm_kernel(
     acc = acc * epilogue_factor(gs_ptr, ws_ptr, offs_n, mask_n, FORMAT)[None, :]
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
-    if SPLIT_K == 1:
+    if not ATOMIC:
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
     else:
         tl.atomic_add(c_ptrs, acc, mask=mask)
@@ -237,7 +239,7 @@ def gemv(a, w: Weight, cfg: GemvConfig = GemvConfig(), out=None):
         a, wq, ws, gs, c, w.n, w.k, _k_iters(w.k, cfg.block_k, cfg.split_k),
         a.stride(0), wq.stride(0), ws.stride(0) if ws.dim() > 1 else 0, c.stride(0),
         FORMAT=FORMATS[w.fmt], GROUP=w.group, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        SPLIT_K=cfg.split_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        ATOMIC=cfg.split_k > 1, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return c
 
 
@@ -254,7 +256,7 @@ def gemm(a, w: Weight, cfg: GemmConfig = GemmConfig(), out=None):
         a, wq, ws, gs, c, m, w.n, w.k, _k_iters(w.k, cfg.block_k, cfg.split_k),
         a.stride(0), wq.stride(0), ws.stride(0) if ws.dim() > 1 else 0, c.stride(0),
         FORMAT=FORMATS[w.fmt], GROUP=w.group, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-        BLOCK_K=cfg.block_k, SPLIT_K=cfg.split_k, GROUP_M=cfg.group_m, SWAP_AB=cfg.swap_ab,
+        BLOCK_K=cfg.block_k, ATOMIC=cfg.split_k > 1, GROUP_M=cfg.group_m, SWAP_AB=cfg.swap_ab,
         DOT_DTYPE=dot_dtype(a.dtype), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return c
 

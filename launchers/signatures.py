@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass
 
 # kinds
-READY, OOM, KV_SMALL, UNSUPPORTED, FALLBACK, PORT, FATAL, NCCL, BAD_FLAG = (
+READY, OOM, KV_SMALL, UNSUPPORTED, FALLBACK, PORT, FATAL, NCCL, BAD_FLAG, NOT_READY = (
     "ready", "oom", "kv_too_small", "unsupported_quant", "slow_fallback", "port_in_use", "fatal_error",
-    "nccl", "bad_flag")
-FAILURE_KINDS = (OOM, KV_SMALL, UNSUPPORTED, PORT, FATAL, NCCL, BAD_FLAG)
+    "nccl", "bad_flag", "not_ready")
+FAILURE_KINDS = (OOM, KV_SMALL, UNSUPPORTED, PORT, FATAL, NCCL, BAD_FLAG, NOT_READY)
 
 
 @dataclass(frozen=True)

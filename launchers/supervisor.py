@@ -35,7 +35,7 @@ from launchers import pidfile
 from launchers.command import LaunchCommand
 from launchers.readiness import ProbeResult, probe
 from launchers.redact import redact_text
-from launchers.signatures import FATAL, PORT, READY, Finding, diagnose, match_line
+from launchers.signatures import FATAL, NOT_READY, PORT, READY, Finding, diagnose, match_line
 
 PR_SET_PDEATHSIG = 1
 try:  # loaded before any fork: dlopen after fork is not safe
@@ -312,7 +312,7 @@ class Server:
             lines = list(self.lines)
         findings = diagnose(self.engine, lines, rc)
         if timeout and not any(f.fatal for f in findings):
-            findings.insert(0, Finding(FATAL, "the server never became ready",
+            findings.insert(0, Finding(NOT_READY, "the server never became ready",
                                        "raise --ready-timeout for big checkpoints, or read the log tail", ""))
         if findings and findings[0].fatal and rc is not None and findings[0].kind != FATAL:
             message = f"{message}: {findings[0].cause}"

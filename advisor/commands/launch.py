@@ -261,6 +261,9 @@ def run(args):
     payload["watchdog"] = watchdog.findings(samples, expect_gpu=settings.device != "cpu")
     doc = doc + Doc((KeyValues((("stopped with", payload["stop"].signal or "already exited"),
                                 ("after", f"{payload['stop'].elapsed_s:.1f} s"))),))
+    if payload["watchdog"]:
+        doc = doc + Doc((Bullets(tuple(f"{w.text} ({w.evidence})" for w in payload["watchdog"]),
+                                 title="Watchdog while serving", style="warn"),))
     return Outcome(json=document("launch", payload), doc=doc, exit_code=exit_code)
 
 

@@ -131,6 +131,8 @@ class Device:
 
 
 def cuda_device(index: int = 0) -> Device:
+    """Describe CUDA device `index` and make it current (Triton launches on the current device)."""
+    torch.cuda.set_device(index)
     props = torch.cuda.get_device_properties(index)
     uuid = getattr(props, "uuid", None)
     uuid = None if uuid is None else str(uuid)
@@ -140,10 +142,6 @@ def cuda_device(index: int = 0) -> Device:
     l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 64 * 2**20
     return Device(props.name, uuid, (props.major, props.minor), props.multi_processor_count, l2, int(free),
                   f"cuda:{index}")
-
-
-def cpu_device() -> Device:
-    return Device("CPU (Triton interpreter)", None, (9, 0), 2, 1 << 20, 1 << 30, "cpu")
 
 
 # ----------------------------------------------------------------------------- streams

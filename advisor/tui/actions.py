@@ -169,11 +169,14 @@ def microbench_doc(analysis: Any, *, on_progress: Callable[[str], None] | None =
                     Paragraph("They measure this card's real bandwidth and kernel efficiency and calibrate the "
                               "cost model; run them on a machine with an NVIDIA GPU and torch + triton installed "
                               "(pip install 'nvfp4-advisor[kernels]').", "dim")))
-    from advisor.commands.microbench import run as run_microbench
-    import argparse
+    from advisor.commands.microbench import measure
+    from advisor.microbench.shapes import DEFAULT_M, default_shapes, shapes_from_checkpoint
 
-    outcome = run_microbench(argparse.Namespace(json=False, shapes_from=None, m=None))
-    return outcome.doc
+    shapes = default_shapes()
+    if analysis is not None and analysis.checkpoint is not None:
+        shapes = shapes_from_checkpoint(analysis.checkpoint)
+    progress = (lambda done, total, label: on_progress(f"µbench {done}/{total}: {label}")) if on_progress else None
+    return measure(shapes, DEFAULT_M, budget_s=600.0, save=True, progress=progress).doc
 
 
 def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path, *, launch_line: str = "",

@@ -38,7 +38,7 @@ for fmt, m, cc in [("nvfp4", 1, 90), ("fp8", 1, 90), ("int4", 1, 86), ("nvfp4", 
     ws = {"nvfp4": "*u8", "fp8": "*fp32", "int4": "*fp16"}[fmt]
     sig = {"a_ptr": "*bf16", "wq_ptr": "*i32", "ws_ptr": ws, "gs_ptr": "*fp32",
            "c_ptr": "*fp32" if p["split_k"] > 1 else "*bf16"}
-    consts = {"FORMAT": W.FORMATS[fmt], "GROUP": group, "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"], "SPLIT_K": p["split_k"]}
+    consts = {"FORMAT": W.FORMATS[fmt], "GROUP": group, "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"], "ATOMIC": p["split_k"] > 1}
     if c.path == "gemv":
         sig.update({k: "i32" for k in ints}); fn = W.weight_only_gemv_kernel
     else:

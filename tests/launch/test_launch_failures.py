@@ -95,7 +95,7 @@ def test_never_ready_times_out_while_loading(tmp_path):
     finally:
         res = srv.stop()
     assert ("loading", "/health 503") in phases
-    assert exc.value.findings[0].cause == "the server never became ready"
+    assert exc.value.findings[0].kind == "not_ready" and exc.value.findings[0].cause == "the server never became ready"
     assert res.signal == "SIGINT" and gone(srv.pid)
 
 

@@ -62,3 +62,43 @@ def test_launch_cli_check_starts_and_stops_without_orphans(tiny_model, capsys, m
            and str(port) in " ".join(p.info["cmdline"] or ())]
     assert new == []
     assert pidfile.leftovers() == []
+
+
+def test_launch_cli_serves_until_ctrl_c(tiny_model, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    port = free_port()
+    cli = subprocess.Popen([sys.executable, "-m", "advisor", "launch", str(tiny_model), "--engine", "transformers",
+                            "--device", "cpu", "--port", str(port), "--ready-timeout", "180"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 200
+        while time.monotonic() < deadline:
+            line = cli.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("serving "):
+                break
+        assert any(ln.startswith("serving ") for ln in lines), "".join(lines)
+        assert any("Kernel check" in ln for ln in lines)
+        server_pids = [p.pid for p in psutil.Process(cli.pid).children(recursive=True)]
+        assert server_pids
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60,
+                       json={"model": str(tiny_model), "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+        assert r.status_code == 200
+        cli.send_signal(signal.SIGINT)                       # Ctrl-C in the advisor's terminal
+        out, err = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 0, err
+    assert "stopped with" in out
+    for pid in server_pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
