@@ -59,7 +59,7 @@ def command_from_line(line: str, analysis: Any, engine: str | None = None):
     if base is None:
         raise UsageError("load a checkpoint first")
     try:
-        words = shlex.split(line, comments=True)
+        words = shlex.split(line.replace("\\\n", " "), comments=True)   # join `\`-continued lines
     except ValueError as err:
         raise UsageError(f"cannot parse the command: {err}") from None
     env = []
@@ -70,10 +70,11 @@ def command_from_line(line: str, analysis: Any, engine: str | None = None):
         raise UsageError("the command is empty")
     settings = base.settings
     for flag, field, conv in (("--port", "port", int), ("--host", "host", str)):
-        if flag in words[:-1]:
+        if flag in words:
+            i = words.index(flag) + 1
             try:
-                settings = dataclasses.replace(settings, **{field: conv(words[words.index(flag) + 1])})
-            except ValueError:
+                settings = dataclasses.replace(settings, **{field: conv(words[i])})
+            except (IndexError, ValueError):
                 raise UsageError(f"{flag} needs a value") from None
     return dataclasses.replace(base, settings=settings, argv=tuple(words), env=tuple(env))
 
@@ -150,7 +151,7 @@ def bench_doc(url: str, analysis: Any, *, on_progress: Callable[[str], None] | N
     verdicts = []
     plan = getattr(analysis, "plan", None)
     if plan is not None:
-        pred = verdict._from_plan(plan.to_json(), "plan")
+        pred = verdict.prediction_from_plan(plan.to_json(), "plan")
         verdicts.append(verdict.judge("decode tok/s (1 stream)", rep.decode_tps, pred.decode_tps))
         if rep.concurrency:
             band = verdict.aggregate_for(pred, rep.concurrency.streams)
