@@ -54,7 +54,7 @@ class LaunchCommand:
     def display_multiline(self) -> str:
         """The same command, one flag per line with `\\` continuations: stays copyable when a
         terminal would wrap one long line."""
-        from launchers.redact import redact_text
+        from advisor.redact import redact as redact_text
 
         words = [f"{k}={shlex.quote(redact_text(v, self.secrets))}" for k, v in self.env]
         words += [shlex.quote(redact_text(a, self.secrets)) for a in self.argv]
@@ -72,7 +72,7 @@ class LaunchCommand:
         return tuple(display_line(s.argv, (), self.secrets) for s in self.steps)
 
     def to_json(self) -> dict:
-        from launchers.redact import redact_text
+        from advisor.redact import redact as redact_text
 
         sec = self.secrets
         return {
@@ -101,7 +101,7 @@ def _is_number(word: str) -> bool:
 
 
 def display_line(argv, env=(), secrets=()) -> str:
-    from launchers.redact import redact_text
+    from advisor.redact import redact as redact_text
 
     parts = [f"{k}={shlex.quote(redact_text(v, secrets))}" for k, v in env]
     parts += [shlex.quote(redact_text(a, secrets)) for a in argv]

@@ -16,7 +16,7 @@ SPEC_METHODS = ("mtp", "eagle", "eagle3", "dflash", "dspark", "ngram", "draft_mo
 # Engine-neutral KV cache dtypes accepted by ServeSettings.kv_cache_dtype.
 KV_DTYPES = ("auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "nvfp4", "q8_0", "q4_0")
 
-REDACTED = "***"
+from advisor.redact import REDACTED  # noqa: E402  one spelling for every redaction
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from advisor.errors import AdvisorError
 from launchers import pidfile
 from launchers.command import LaunchCommand
 from launchers.readiness import ProbeResult, probe
-from launchers.redact import redact_text
+from advisor.redact import redact as redact_text
 from launchers.signatures import FATAL, NOT_READY, PORT, READY, Finding, diagnose, match_line
 
 PR_SET_PDEATHSIG = 1
