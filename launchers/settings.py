@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from advisor.redact import REDACTED  # one spelling for every redaction
+
 ENGINES = ("vllm", "sglang", "fastllm", "llamacpp", "trtllm", "transformers")
 
 # Speculative methods the generators understand (engine-specific spellings are mapped there).
@@ -15,8 +17,6 @@ SPEC_METHODS = ("mtp", "eagle", "eagle3", "dflash", "dspark", "ngram", "draft_mo
 
 # Engine-neutral KV cache dtypes accepted by ServeSettings.kv_cache_dtype.
 KV_DTYPES = ("auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "nvfp4", "q8_0", "q4_0")
-
-from advisor.redact import REDACTED  # noqa: E402  one spelling for every redaction
 
 
 @dataclass(frozen=True)
