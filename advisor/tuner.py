@@ -4,7 +4,9 @@ size, max batch and draft tokens from the cost model, and keep every option it w
 Rules (in this order, each recorded as a trade-off row):
   TP         the most GPUs that pay: a larger TP must beat the smaller one by 10 % on the objective
   KV dtype   only dtypes `explain` accepts; must fit the workload's context x concurrency; among
-             those, the best objective, preferring more KV bits within 3 % (quantized KV costs accuracy)
+             those within 3 % of the best objective: the checkpoint's own calibrated KV dtype if it
+             declares one (what it was validated with, and what 'auto' runs), else the most KV bits
+             (quantized KV costs accuracy). 16-bit KV is FP16 on GPUs without BF16.
   share      the engine default; raised (<= 0.95) only when the context would not fit otherwise
   chunked    the smallest chunk whose prefill time is within 5 % of the fastest (a chunk stalls the
              other streams' decode while it runs and its activations come out of the KV pool)
@@ -131,7 +133,8 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
                          f"{ctx.rejected_kv[fixed.name]}")
     else:
         tune_names = set(ctx.engine.kv_tune) | {ctx.default_kv.name}
-        candidates = [dt for dt in ctx.allowed_kv if dt.name in tune_names] or list(ctx.allowed_kv)
+        candidates = [dt for dt in ctx.allowed_kv if dt.name in tune_names
+                      or (dt.kind in ("bf16", "fp16") and dt.name != "auto")] or list(ctx.allowed_kv)
     rows = []
     for kv in candidates:
         s = _base(ctx, w, tp, kv)
@@ -144,10 +147,20 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
         val = _objective(ctx, s, w) if ctx.budget(s).pool_bytes.value > 0 else 0.0
         rows.append((kv, s, fits, val, ctx.max_context(s, w.concurrency), ctx.pool_tokens(s)))
     fitting = [r for r in rows if r[2]] or []
+    declared = _declared_kv_kind(ctx)
     if fitting:
         top = max(r[3] for r in fitting)
         pool = [r for r in fitting if r[3] >= top * (1 - KV_SPEED_TOLERANCE)]
-        chosen = max(pool, key=lambda r: (r[0].bits, r[3]))
+        # the checkpoint's calibrated KV dtype is what it was validated with and what 'auto' runs:
+        # keep it when it is as fast as the rest; otherwise prefer more bits (quantized KV costs accuracy)
+        own = [r for r in pool if declared is not None and r[0].kind == declared]
+        chosen = max(own or pool, key=lambda r: (r[0].bits, r[3]))
+        runs_own = [r for r in rows if declared is not None and r[0].kind == declared]
+        if runs_own and not own:
+            why = (f"{chosen[0].name} is more than {KV_SPEED_TOLERANCE:.0%} faster for this workload"
+                   if any(r[2] for r in runs_own) else "it does not hold the workload's context here")
+            notes.append(f"the checkpoint declares a calibrated {declared} KV cache ('auto' would use it); "
+                         f"chose {chosen[0].name} instead: {why}")
     else:
         chosen = max(rows, key=lambda r: (r[4], r[3]))
         notes.append(f"no KV dtype holds {w.context_tokens} tokens for {w.concurrency} concurrent requests; "
@@ -156,7 +169,7 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
         options.append(Option("kv_cache_dtype", kv.name,
                               {"kv_pool_tokens": pool_t, "max_context_per_request": mc,
                                "objective_tok_s": round(val, 2), "bits": kv.bits, "fits_workload": fits},
-                              kv is chosen[0], _kv_note(ctx, kv)))
+                              kv is chosen[0], _kv_note(ctx, kv, declared)))
     for name, why in ctx.rejected_kv.items():
         options.append(Option("kv_cache_dtype", name, {}, False, f"rejected by explain: {why}"))
     s = chosen[1]
@@ -249,9 +262,23 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     return Tuning(s, tuple(options), tuple(notes))
 
 
-def _kv_note(ctx: PlanContext, kv) -> str:
+def _declared_kv_kind(ctx: PlanContext) -> str | None:
+    """The KV quantization the checkpoint declares (calibrated scales shipped with it), as a KvDtype kind."""
+    q = ctx.checkpoint.kv_cache_quant
+    return {"fp8": "fp8", "nvfp4": "nvfp4", "int8": "int8"}.get(q or "")
+
+
+def _kv_note(ctx: PlanContext, kv, declared: str | None = None) -> str:
     if kv.kind in ("nvfp4", "fp4_mx", "int4"):
-        return "4-bit KV: the largest pool, but unpacked on every read (slower under concurrency) and lossy"
-    if kv.kind in ("fp8", "int8", "mxfp8"):
-        return "8-bit KV: twice the BF16 pool; small accuracy cost"
-    return "16-bit KV: exact, smallest pool"
+        note = "4-bit KV: the largest pool, unpacked to 16 bits on every read; lossy"
+    elif kv.kind in ("fp8", "int8", "mxfp8"):
+        note = "8-bit KV: twice the 16-bit pool; small accuracy cost"
+    else:
+        return "16-bit KV: exact, smallest pool"
+    if kv.name.endswith("_per_token_head"):
+        return note + " (scales computed per token and head at write time)"
+    if declared == kv.kind:
+        return note + " (the checkpoint ships calibrated KV scales for it)"
+    if kv.kind in ("fp8", "nvfp4"):
+        return note + " (no KV scales in the checkpoint: uncalibrated, scale 1.0)"
+    return note

@@ -35,6 +35,7 @@ class UserState:
     gpu_id: str | None = None
     gpus: int = 1
     engine: str = "vllm"
+    engine_version: str | None = None      # None: the newest rule file for the engine
     workload: str = "interactive"
     theme: str = "textual-dark"
     recent: tuple[str, ...] = field(default_factory=tuple)

@@ -17,8 +17,12 @@ def gpu_choices() -> tuple[tuple[str, str], ...]:
     from advisor.gpu_table import load_gpu_table
 
     specs = sorted(load_gpu_table(), key=lambda s: (s.cc, s.memory_gb or 0, s.name))
-    return tuple((f"{s.name} · sm_{s.sm} · {s.memory_gb:g} GB" if s.memory_gb else f"{s.name} · sm_{s.sm}", s.id)
-                 for s in specs)
+
+    def label(s) -> str:      # short enough for the 80-column toolbar
+        name = s.name.removeprefix("NVIDIA ").removeprefix("GeForce ")
+        return f"{name} · sm_{s.sm}" + (f" · {s.memory_gb:g} GB" if s.memory_gb else "")
+
+    return tuple((label(s), s.id) for s in specs)
 
 
 def default_gpu_id(choices: tuple[tuple[str, str], ...]) -> str:
@@ -44,6 +48,13 @@ def probed_gpu_id(probe_result: Any) -> str | None:
     except AdvisorError:
         return None
     return None if sel.spec.derived else sel.spec.id
+
+
+def engine_choices(engines=("vllm", "sglang", "fastllm")) -> tuple[tuple[str, str], ...]:
+    """(label, "engine@version") for every engine rule file shipped in profiles/engines/."""
+    from advisor.kernel_path.rules import available_versions
+
+    return tuple((f"{e} {v}", f"{e}@{v}") for e in engines for v in reversed(available_versions(e)))
 
 
 def demo_names() -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -61,6 +62,12 @@ class SafetensorsHeader:
 def read_header(path: str) -> SafetensorsHeader:
     """Read and validate the header of a local .safetensors file (reads 8 + N bytes only)."""
     try:
+        # a FIFO or device would block open() or read() forever: only regular files are opened
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(mode):
+            raise BadInput("not a regular file (FIFO, socket or device)", path=path)
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             return parse_header(f, size, path)

@@ -60,6 +60,28 @@ def _progress_printer():
     return show
 
 
+class _TermAsExit:
+    """SIGTERM (kill, systemd, a closing terminal's job control) unwinds like Ctrl-C, so the
+    partial output folder is removed instead of left behind by Python's default handler."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            def stop(signum, frame):
+                raise SystemExit(128 + signum)
+            self._old = signal.signal(signal.SIGTERM, stop)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+
+
 def run(args):
     import os
     from pathlib import Path
@@ -76,7 +98,8 @@ def run(args):
         raise UsageError("--threads must be at least 1")
     options = Options(weight_only=args.weight_only, keep=tuple(args.keep),
                       max_shard_bytes=args.max_shard_size, threads=threads)
-    result = convert(Path(args.source), Path(args.destination),
-                     reference=Path(args.reference) if args.reference else None, options=options,
-                     progress=None if args.json else _progress_printer())
+    with _TermAsExit():
+        result = convert(Path(args.source), Path(args.destination),
+                         reference=Path(args.reference) if args.reference else None, options=options,
+                         progress=None if args.json else _progress_printer())
     return Outcome(json=document("convert", convert_payload(result)), doc=convert_doc(result))

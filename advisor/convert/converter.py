@@ -112,6 +112,28 @@ def check_destination(src: Path, dst: Path) -> None:
         raise BadInput("parent folder of the destination does not exist", path=str(dst))
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:          # EPERM: alive, someone else's
+        return True
+    return True
+
+
+def remove_stale_partials(dst: Path) -> list[str]:
+    """Partial folders of DST left by a killed run (SIGKILL, power loss) whose process is gone."""
+    removed = []
+    prefix = f".{dst.name}.partial-"
+    for p in dst.resolve().parent.glob(prefix + "*"):
+        pid = p.name[len(prefix):]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)) and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p.name)
+    return removed
+
+
 def _temp_dir(dst: Path) -> Path:
     tmp = dst.resolve().parent / f".{dst.name}.partial-{os.getpid()}"
     if tmp.exists():
@@ -134,6 +156,10 @@ def convert(src_dir: Path, dst_dir: Path, *, reference: Path | None = None, opti
     if need > free:
         raise BadInput(f"not enough free space: the output needs {need / 1e9:.2f} GB, "
                        f"{free / 1e9:.2f} GB are free", path=str(dst_dir.resolve().parent))
+    stale = remove_stale_partials(dst_dir)
+    if stale:
+        plan.notes.append(f"removed {len(stale)} partial output folder(s) of an earlier interrupted run "
+                          f"({', '.join(stale[:3])})")
     t0 = time.perf_counter()
     scales = scan_global_scales(plan, progress)
     tmp = _temp_dir(dst_dir)

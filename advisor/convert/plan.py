@@ -178,6 +178,10 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
             raise BadInput(f"reference quantizes {len(missing)} module(s) the source lacks, e.g. "
                            f"{missing[0]}", path=str(src.root))
 
+    if not quantized:
+        why = (f"{len(kept)} 2-D weight(s) are all kept ({kept[0].reason}, ...)" if kept
+               else "no 2-D '<module>.weight' tensor found")
+        raise BadInput(f"nothing to quantize: {why}; the output would not be NVFP4", path=str(src.root))
     modules = list(quantized)
     if ref is not None and groups_from == "auto":
         groups = groups_from_reference(ref, modules)

@@ -15,6 +15,9 @@ PRODUCER_NOTE = ("hf_quant_config.json names producer modelopt 0.47.0: the layou
                  "that version's, reproduced bit-exactly.")
 
 
+STRUCTURE_SHOWN = 12       # name/dtype/shape lines shown on screen; --json has all
+
+
 def _gb(n: int) -> str:
     return f"{n / 1e9:.3f} GB"
 
@@ -104,15 +107,23 @@ def verify_doc(rep: VerifyReport) -> Doc:
         Paragraph(verdict, "good" if rep.identical else "bad"),
     ]
     if rep.structure:
-        blocks.append(Bullets(rep.structure, title="Names, dtypes, shapes, shards, configs", style="bad"))
+        items = rep.structure[:STRUCTURE_SHOWN]
+        if len(rep.structure) > STRUCTURE_SHOWN:
+            items += (f"... and {len(rep.structure) - STRUCTURE_SHOWN} more (all of them in --json)",)
+        blocks.append(Bullets(items, title="Names, dtypes, shapes, shards, configs", style="bad"))
     if rep.diffs:
-        rows = tuple((d.name, d.kind, f"{d.differing_bytes}/{d.total_bytes}",
-                      " ".join(str(list(x)) for x in d.first_positions) or "-", d.note or "-")
+        # the note is per kind, not per tensor: shown once below the table, marked with *
+        rows = tuple((d.name, d.kind + ("*" if d.note else ""), f"{d.differing_bytes}/{d.total_bytes}",
+                      " ".join(",".join(map(str, x)) for x in d.first_positions) or "scalar")
                      for d in rep.diffs[:40])
         styles = tuple("bad" if d.fails else "dim" for d in rep.diffs[:40])
         title = "Differing tensors" + (f" (first 40 of {len(rep.diffs)})" if len(rep.diffs) > 40 else "")
-        blocks.append(Table(("tensor", "kind", "bytes differing", "first positions", "note"), rows,
+        blocks.append(Table(("tensor", "kind", "bytes differing", "first positions"), rows,
                             title=title, row_styles=styles))
+        kind_notes = dict.fromkeys(f"{d.kind}*: {d.note}" + ("" if d.fails else " (does not fail the check)")
+                                   for d in rep.diffs if d.note)
+        if kind_notes:
+            blocks.append(Bullets(tuple(kind_notes), style="dim"))
     if rep.notes:
         blocks.append(Bullets(rep.notes, title="Notes", style="dim"))
     return Doc(tuple(blocks))

@@ -18,8 +18,6 @@ import numpy as np
 
 from advisor.errors import BadInput
 
-MAX_HEADER = 100_000_000  # safetensors limit (tensor.rs MAX_HEADER_SIZE)
-
 DTYPE_SIZES = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
     "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
@@ -48,38 +46,21 @@ class TensorEntry:
 
 
 def read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str]]:
-    """Parse and validate one safetensors header. Raises BadInput naming the file."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            raw = f.read(8)
-            if len(raw) < 8:
-                raise BadInput("not a safetensors file (shorter than 8 bytes)", path=str(path))
-            (n,) = struct.unpack("<Q", raw)
-            if n > MAX_HEADER or 8 + n > size:
-                raise BadInput("not a safetensors file (bad header length)", path=str(path))
-            header = json.loads(f.read(n).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BadInput(f"not a safetensors file (header is not JSON: {err})", path=str(path)) from None
-    except OSError as err:
-        raise BadInput(f"cannot read: {err.strerror or err}", path=str(path)) from None
-    if not isinstance(header, dict):
-        raise BadInput("not a safetensors file (header is not an object)", path=str(path))
-    meta = header.pop("__metadata__", None) or {}
-    base = 8 + n
+    """Parse and validate one safetensors header. Raises BadInput naming the file.
+
+    The validation is the inspector's strict reader (UTF-8, JSON, integer shapes and offsets,
+    sizes matching dtype x shape, no overlaps or holes, data inside the file, regular files
+    only), so a file that converts is one the safetensors library itself would load."""
+    from advisor.checkpoint.safetensors_header import read_header as read_strict
+
+    hdr = read_strict(str(path))
+    base = 8 + hdr.header_size
     entries = {}
-    for name, info in header.items():
-        try:
-            dtype, shape, (begin, end) = info["dtype"], tuple(int(d) for d in info["shape"]), info["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise BadInput(f"malformed header entry for {name!r}", path=str(path)) from None
-        if dtype not in DTYPE_SIZES:
-            raise BadInput(f"tensor {name} has unsupported dtype {dtype}", path=str(path))
-        if end - begin != math.prod(shape) * DTYPE_SIZES[dtype] or begin < 0 or base + end > size:
-            raise BadInput(f"tensor {name}: data offsets do not match its shape or the file size "
-                           "(truncated file?)", path=str(path))
-        entries[name] = TensorEntry(name, dtype, shape, path, base + begin, end - begin)
-    return entries, {str(k): str(v) for k, v in meta.items()}
+    for name, t in hdr.tensors.items():
+        if t.dtype not in DTYPE_SIZES:
+            raise BadInput(f"tensor {name} has unsupported dtype {t.dtype}", path=str(path))
+        entries[name] = TensorEntry(name, t.dtype, t.shape, path, base + t.begin, t.nbytes)
+    return entries, dict(hdr.metadata)
 
 
 def read_bytes(entry: TensorEntry, start: int = 0, length: int | None = None) -> bytes:

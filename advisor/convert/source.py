@@ -4,6 +4,7 @@ layout, config.json and the other files that travel along."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def _load_json(path: Path) -> dict:
         data = json.loads(path.read_text())
     except OSError as err:
         raise BadInput(f"cannot read: {err.strerror or err}", path=str(path)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise BadInput(f"invalid JSON: {err}", path=str(path)) from None
     if not isinstance(data, dict):
         raise BadInput("expected a JSON object", path=str(path))
@@ -59,6 +60,10 @@ def open_checkpoint(root: Path) -> Checkpoint:
         wm = index.get("weight_map")
         if not isinstance(wm, dict) or not wm:
             raise BadInput("index has no weight_map", path=str(index_path))
+        for v in set(wm.values()):
+            if not isinstance(v, str) or not v or "/" in v or "\\" in v or v in (".", ".."):
+                raise BadInput(f"weight_map shard name {v!r} is not a file name in the checkpoint folder",
+                               path=str(index_path))
         shards = sorted(set(wm.values()))
         index_metadata = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
     else:
@@ -71,8 +76,9 @@ def open_checkpoint(root: Path) -> Checkpoint:
     weight_map: dict[str, str] = {}
     for shard in shards:
         path = root / shard
-        if not path.is_file():
-            raise BadInput(f"shard {shard} named in the index is missing", path=str(root))
+        if not os.path.lexists(path):
+            raise BadInput(f"shard {shard} named in the index is missing" if wm is not None
+                           else f"shard {shard} is missing", path=str(root))
         entries, _meta = read_header(path)
         for name, entry in entries.items():
             if name in tensors:

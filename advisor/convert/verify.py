@@ -17,7 +17,7 @@ same numbers). Those blocks are counted apart and do not fail the check.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -165,7 +165,8 @@ def verify(candidate: Path | None, reference: Path, *, threads: int = 1,
                 progress=progress)
         rep = compare_checkpoints(open_checkpoint(out), ref, mode="convert+compare",
                                   notes=(f"{candidate} was converted with the reference's choices, then compared",))
-    return rep
+    # the temporary folder is gone: name the folder the user gave
+    return replace(rep, candidate=f"{candidate} (converted in a temporary folder, not kept)")
 
 
 # ------------------------------------------------------------------ round trip

@@ -186,6 +186,21 @@ def _allowed_kv(engine: EngineMemory, explanation: Explanation,
     return tuple(dict.fromkeys(allowed)), rejected, default
 
 
+def _without_bf16(engine: EngineMemory, allowed: tuple[KvDtype, ...], default: KvDtype
+                  ) -> tuple[tuple[KvDtype, ...], KvDtype]:
+    """A GPU without BF16 (sm_75) runs the model in FP16: a 16-bit KV cache must be requested as the
+    engine's FP16 value, never bfloat16 (vLLM's own error on Turing says "Re-run with
+    --kv-cache-dtype float16", triton_attn.py:510-524@0.33.0)."""
+    fp16 = next((dt for dt in engine.kv_dtypes if dt.kind == "fp16" and dt.name != "auto"), None)
+    if fp16 is None:
+        return allowed, default
+
+    def swap(dt: KvDtype) -> KvDtype:
+        return fp16 if dt.kind == "bf16" and dt.name != "auto" else dt
+
+    return tuple(dict.fromkeys(swap(dt) for dt in allowed)), swap(default)
+
+
 def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *, gpus: int, engine: EngineMemory,
           overrides: Overrides, calibration=None, kv_decisions: dict[str, LayerDecision] | None = None
           ) -> PlanContext:
@@ -255,6 +270,13 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     ])
     model = CostModel(wm, checkpoint.arch, eff, attn_mma, clock, o, engine.allreduce_per_layer, link, bw)
     allowed, rejected, default_kv = _allowed_kv(engine, explanation, kv_decisions)
+    fixed_kv = engine.kv_dtype(overrides.kv_cache_dtype) if overrides.kv_cache_dtype else None
+    if not gpu.supports("bf16"):
+        if fixed_kv is None:
+            allowed, default_kv = _without_bf16(engine, allowed, default_kv)
+        elif fixed_kv.kind == "bf16" and fixed_kv.name != "auto":
+            warnings.append(f"{gpu.name} has no BF16: the model runs in FP16, so a 16-bit KV cache should be "
+                            f"requested as FP16, not {overrides.kv_cache_dtype}")
     for dt in allowed:
         assumptions.append(Assumption(f"kv_bits.{dt.name}", dt.bits, "bits/value", dt.source or engine.kv_source))
     # speculative method

@@ -198,8 +198,13 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
         warnings.append("fixed per-step costs (kernel launches, host, all-reduce) exceed the GPU time of a "
                         "batch-1 step: weight-format differences shrink at batch 1 on this setup")
     if "nvfp4" in s.kv.kind or s.kv.kind in ("fp4_mx", "int4"):
-        warnings.append("4-bit KV cache is unpacked on every attention read: it trades decode speed under "
-                        "concurrency for pool size")
+        if eng.engine == "fastllm":
+            # field-notes §2: measured on FastLLM, its FP4 KV is slower than FP8 KV under concurrency
+            warnings.append("4-bit KV cache is unpacked on every attention read: on FastLLM it was measured "
+                            "slower than FP8 KV under concurrency; it buys pool size, not speed")
+        else:
+            warnings.append("4-bit KV cache is unpacked to 16 bits on every attention read (counted in the "
+                            "prediction as issue work); it is lossy: check accuracy against an 8-bit KV cache")
     rec = Recommendation(s.kv.name, s.max_batch, s.draft_tokens, s.memory_share, s.chunked_prefill, s.tp,
                          s.cuda_graphs, ctx.spec_method.name if ctx.spec_method and s.draft_tokens else None,
                          _flags(eng, s.kv.name, s.memory_share, s.max_batch, s.chunked_prefill, s.tp))

@@ -120,6 +120,33 @@ def kernel_check_doc(server: Any, analysis: Any) -> Doc:
     return report.kernel_check_doc(kernel_check.check(server.tail(4000), explanation, kv))
 
 
+def line_style(engine: str, line: str) -> str:
+    """How the live log shows a server line: failures red, known warnings yellow."""
+    from launchers.signatures import match_line
+
+    found = match_line(engine, line)
+    if any(f.fatal for f in found):
+        return "bold red"
+    if any(f.kind != "ready" for f in found):
+        return "yellow"
+    return "green" if found else ""
+
+
+def saved_profiles() -> list[str]:
+    from launchers import profiles
+
+    return profiles.list_names()
+
+
+def profile_command_line(name: str) -> tuple[str, str]:
+    """(engine, display line) of a saved launch profile."""
+    from launchers import profiles
+    from launchers.engines import build_command
+
+    settings, _ = profiles.load(name)
+    return settings.engine, build_command(settings).display()
+
+
 def stop_server(server: Any):
     return server.stop()
 

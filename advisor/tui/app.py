@@ -40,7 +40,6 @@ from advisor.tui.docview import DocView
 from advisor.user_state import UserState, load_state, save_state
 
 TABS = ("hardware", "checkpoint", "explain", "cost", "launch", "bench", "microbench", "export")
-ENGINES = ("vllm", "sglang", "fastllm")
 
 
 class AdvisorApp(App):
@@ -57,6 +56,8 @@ class AdvisorApp(App):
         Binding("f8", "show_tab('microbench')", "µbench", show=False),
         Binding("f9", "show_tab('export')", "Export"),
         Binding("ctrl+t", "toggle_theme", "Theme", show=False),
+        Binding("ctrl+l", "launch", "Launch", show=False),
+        Binding("ctrl+x", "stop", "Stop server", show=False),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -68,6 +69,7 @@ class AdvisorApp(App):
         self.state_file = state_file
         self._probe_fn = probe
         self.gpu_choices = gpu_choices
+        self.engine_choices = views.engine_choices()
         self.demos = demos
         self.workloads = workloads or ("interactive",)
         self.probe_result: Any = None
@@ -96,7 +98,7 @@ class AdvisorApp(App):
                 yield DocView(id="checkpoint-view", placeholder="Pick a demo or enter a checkpoint.")
             with TabPane("Explain", id="explain"):
                 with Horizontal(classes="toolbar"):
-                    yield Select([(e, e) for e in ENGINES], value=st.engine if st.engine in ENGINES else "vllm",
+                    yield Select(self.engine_choices, value=self._initial_engine(),
                                  allow_blank=False, id="engine-select")
                 yield DocView(id="explain-view", placeholder="Load a checkpoint first.")
             with TabPane("Cost", id="cost"):
@@ -111,9 +113,12 @@ class AdvisorApp(App):
                                  allow_blank=False, id="launch-engine", compact=True)
                     yield Button("Launch", id="launch-start", variant="success", compact=True)
                     yield Button("Stop", id="launch-stop", variant="error", disabled=True, compact=True)
+                yield TextArea("", id="launch-command", language=None, soft_wrap=True)
+                with Horizontal(classes="toolbar"):
+                    yield Select([(n, n) for n in actions.saved_profiles()], prompt="saved profiles",
+                                 id="profile-select", compact=True)
                     yield Input("", placeholder="profile name", id="profile-name", compact=True)
                     yield Button("Save", id="launch-save", compact=True)
-                yield TextArea("", id="launch-command", language=None, soft_wrap=True)
                 yield Label("stopped", id="launch-state")
                 yield DocView(id="kernel-check", placeholder="")
                 yield RichLog(id="launch-log", highlight=True, markup=False, max_lines=5000)
@@ -154,6 +159,13 @@ class AdvisorApp(App):
     def _launch_engine(self) -> str:
         return self.state.engine if self.state.engine in actions.LAUNCH_ENGINES else "vllm"
 
+    def _initial_engine(self) -> str:
+        values = [v for _, v in self.engine_choices]
+        want = f"{self.state.engine}@{self.state.engine_version}" if self.state.engine_version else None
+        if want in values:
+            return want
+        return next((v for v in values if v.startswith(f"{self.state.engine}@")), values[0])
+
     def _initial_gpu(self) -> str:
         ids = [v for _, v in self.gpu_choices]
         if self.state.gpu_id in ids:
@@ -169,7 +181,8 @@ class AdvisorApp(App):
         if not self.state.checkpoint or not self.state.gpu_id:
             return None
         return Selection(checkpoint=self.state.checkpoint, gpu_id=self.state.gpu_id, gpus=self.state.gpus,
-                         engine=self.state.engine, workload=self.state.workload)
+                         engine=self.state.engine, engine_version=self.state.engine_version,
+                         workload=self.state.workload)
 
     def update_state(self, **changes: Any) -> None:
         self.state = dataclasses.replace(self.state, **changes)
@@ -194,6 +207,13 @@ class AdvisorApp(App):
         self.update_state(**dataclasses.asdict(self.state.with_recent(source)))
         self.start_analysis()
         self.action_show_tab("checkpoint")
+
+    def action_launch(self) -> None:
+        self.action_show_tab("launch")
+        self.launch_server()
+
+    def action_stop(self) -> None:
+        self.stop_server()
 
     def action_export(self, fmt: str) -> None:
         self.query_one("#export-format", Select).value = fmt
@@ -222,9 +242,26 @@ class AdvisorApp(App):
 
     @on(Select.Changed, "#engine-select")
     def _engine_changed(self, event: Select.Changed) -> None:
-        if event.value != self.state.engine and isinstance(event.value, str):
-            self.update_state(engine=event.value)
+        if not isinstance(event.value, str):
+            return
+        engine, _, version = event.value.partition("@")
+        if (engine, version or None) != (self.state.engine, self.state.engine_version):
+            self.update_state(engine=engine, engine_version=version or None)
             self.start_analysis()
+
+    @on(Select.Changed, "#profile-select")
+    def _profile_picked(self, event: Select.Changed) -> None:
+        if not isinstance(event.value, str):
+            return
+        try:
+            engine, line = actions.profile_command_line(event.value)
+        except AdvisorError as err:
+            self.notify(str(err), severity="error")
+            return
+        if engine in actions.LAUNCH_ENGINES:
+            self.query_one("#launch-engine", Select).value = engine
+        self.query_one("#launch-command", TextArea).text = line
+        self.query_one("#profile-name", Input).value = event.value
 
     @on(Select.Changed, "#workload-select")
     def _workload_changed(self, event: Select.Changed) -> None:
@@ -323,6 +360,10 @@ class AdvisorApp(App):
         self.query_one("#explain-view", DocView).show(views.explain_doc(result))
         self.query_one("#cost-view", DocView).show(views.cost_doc(result))
         self.query_one("#launch-command", TextArea).text = actions.launch_command_line(result, self.launch_engine)
+        if self.supervisor is None:
+            demo = result.selection.checkpoint.startswith("demo:")
+            self.query_one("#launch-state", Label).update(
+                "demo checkpoint: a description without weights — load a real folder to launch" if demo else "stopped")
         sel = result.selection
         state = "ok" if result.ok else "with errors"
         self.set_status(f"{sel.checkpoint} · {sel.gpus}× {sel.gpu_id} · {sel.engine} · {sel.workload} — {state}")
@@ -364,7 +405,7 @@ class AdvisorApp(App):
         state = self.query_one("#launch-state", Label)
         try:
             sup = actions.start_server(line, self.analysis, engine=engine,
-                                       on_line=lambda s: self.call_from_thread(log.write, s))
+                                       on_line=lambda s: self.call_from_thread(self._log_line, log, engine, s))
         except AdvisorError as err:
             self.call_from_thread(self.notify, str(err), severity="error")
             self.call_from_thread(self._server_gone)
@@ -380,6 +421,11 @@ class AdvisorApp(App):
             self.call_from_thread(self.notify, ready.summary, severity="error", timeout=10)
             actions.stop_server(sup)
             self.call_from_thread(self._server_gone)
+
+    def _log_line(self, log: RichLog, engine: str, line: str) -> None:
+        from rich.text import Text
+
+        log.write(Text(line, style=actions.line_style(engine, line)))
 
     def stop_server(self) -> None:
         sup = self.supervisor
@@ -408,6 +454,7 @@ class AdvisorApp(App):
             self.notify(str(err), severity="error")
             return
         self.notify(f"profile saved: {path}")
+        self.query_one("#profile-select", Select).set_options([(n, n) for n in actions.saved_profiles()])
 
     # ------------------------------------------------------------------ bench
     @work(thread=True, exclusive=True, group="bench")

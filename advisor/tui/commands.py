@@ -18,8 +18,9 @@ class AdvisorCommands(Provider):
             yield title, partial(app.action_show_tab, tab), f"switch to the {tab} tab"
         for demo in getattr(app, "demos", ()):
             yield f"Load demo {demo}", partial(app.action_load_checkpoint, f"demo:{demo}"), "bundled demo checkpoint"
-        for engine in ("vllm", "sglang", "fastllm"):
-            yield f"Engine: {engine}", partial(app.query_one("#engine-select").__setattr__, "value", engine), "explain/plan for this engine"
+        for label, value in getattr(app, "engine_choices", ()):
+            yield f"Engine: {label}", partial(app.query_one("#engine-select").__setattr__, "value", value), \
+                "explain/plan with this engine's rules"
         yield "Launch server", app.launch_server, "start the generated serve command"
         yield "Stop server", app.stop_server, "stop the launched server (whole process group)"
         yield "Run benchmark", app.run_bench, "benchmark the running server against the plan"

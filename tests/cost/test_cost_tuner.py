@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import decision, dense_checkpoint, explanation, h100, moe_checkpoint, rtx3090
+from conftest import decision, dense_checkpoint, explanation, h100, moe_checkpoint, rtx2080ti, rtx3090
 
 from advisor.cost.overrides import Overrides
 from advisor.cost.plan import make_plan
@@ -169,3 +169,40 @@ def test_unknown_kv_dtype_for_the_engine_is_a_usage_error():
     from advisor.errors import UsageError
     with pytest.raises(UsageError):
         plan(overrides=Overrides(kv_cache_dtype="turboquant_4bit_nc"))
+
+
+# ---------------------------------------------------------------- the checkpoint's own KV dtype
+def test_a_declared_calibrated_fp8_kv_is_kept_when_it_is_as_fast():
+    """The interactive workload fits in every KV dtype here; BF16 KV would only be preferred for its
+    bits, but the checkpoint ships calibrated FP8 KV scales ('auto' runs them): keep fp8 and say so."""
+    ck = replace(dense_checkpoint(), kv_cache_quant="fp8")
+    runs = kv_decisions(bfloat16=True, fp8=True, nvfp4=True)
+    p = plan(ck=ck, ex=explanation(kv="fp8_e4m3"), kv_decisions=runs)
+    assert p.recommendation.kv_cache_dtype == "fp8"
+    fp8 = next(o for o in p.tradeoffs if o.knob == "kv_cache_dtype" and o.value == "fp8")
+    assert "calibrated" in fp8.note
+    # the same checkpoint without declared KV scales keeps the tuner's plain rule (more bits within 3 %)
+    plain = plan(ex=explanation(kv="bf16"), kv_decisions=runs)
+    assert plain.recommendation.kv_cache_dtype == "bfloat16"
+    fp8_plain = next(o for o in plain.tradeoffs if o.knob == "kv_cache_dtype" and o.value == "fp8")
+    assert "uncalibrated" in fp8_plain.note
+
+
+def test_leaving_the_declared_kv_dtype_is_explained():
+    ck = replace(dense_checkpoint(), kv_cache_quant="fp8")
+    p = plan(ck=ck, ex=explanation(kv="fp8_e4m3"), workload="long-context",
+             kv_decisions=kv_decisions(bfloat16=True, fp8=True, nvfp4=True))
+    # 2 x 128k tokens of an 8B-class model need more than the FP8 pool of a 24 GB card
+    fp8 = next(o for o in p.tradeoffs if o.knob == "kv_cache_dtype" and o.value == "fp8")
+    assert fp8.metrics["fits_workload"] is False
+    assert p.recommendation.kv_cache_dtype == "nvfp4"
+    assert any("declares a calibrated fp8 KV cache" in w and "does not hold" in w for w in p.warnings)
+
+
+def test_a_gpu_without_bf16_gets_an_fp16_kv_cache_never_bfloat16():
+    """vLLM on Turing: 'Re-run with --kv-cache-dtype float16' (triton_attn.py:510-524)."""
+    p = plan(gpu=rtx2080ti(), ex=explanation(kv="bf16", gpu="rtx-2080-ti", mma="hmma_f16", kv_mma="hmma_f16"),
+             kv_decisions=kv_decisions(bfloat16=True, fp8=False, nvfp4=False))
+    assert p.recommendation.kv_cache_dtype == "float16"
+    assert "bfloat16" not in p.predictions.kv_pool_tokens
+    assert p.recommendation.flags["--kv-cache-dtype"] == "float16"

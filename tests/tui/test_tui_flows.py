@@ -9,6 +9,7 @@ from textual.widgets import Input, OptionList, Select, TextArea
 
 from advisor import views
 from advisor.analysis import Selection, analyze
+from advisor.kernel_path.rules import available_versions
 from advisor.tui.docview import DocView
 from advisor.user_state import load_state
 
@@ -50,7 +51,8 @@ async def test_pick_gpu_load_demo_explain_plan_export(make_app, tmp_path):
         await pilot.press("enter")
         await settle(app, pilot)
         a = app.analysis
-        assert a.selection == Selection(f"demo:{target}", "rtx-5090", 1, "vllm", None, "interactive")
+        newest_vllm = available_versions("vllm")[-1]
+        assert a.selection == Selection(f"demo:{target}", "rtx-5090", 1, "vllm", newest_vllm, "interactive")
         assert a.checkpoint.arch.moe is not None
         ref = analyze(a.selection)
         assert app.query_one("#checkpoint-view", DocView).doc == views.checkpoint_doc(ref)
@@ -79,9 +81,11 @@ async def test_engine_and_workload_change_reanalyse(make_app):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
-        app.query_one("#engine-select", Select).value = "sglang"
+        sglang = next(v for _, v in views.engine_choices() if v.startswith("sglang@"))
+        app.query_one("#engine-select", Select).value = sglang
         await settle(app, pilot)
         assert app.analysis.explanation.engine == "sglang"
+        assert app.analysis.explanation.engine_version == sglang.split("@")[1]
         app.query_one("#workload-select", Select).value = "batch"
         await settle(app, pilot)
         assert app.analysis.selection.workload == "batch"
