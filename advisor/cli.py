@@ -154,19 +154,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _default(args) -> int:
-    """No subcommand: the TUI when it is installed, else the probe and a demo answer."""
-    if importlib.util.find_spec("advisor.tui") is not None:
+    """No subcommand: the TUI in a terminal; piped or scripted, a plain answer on the demo."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
         from advisor.tui import run_app
 
         return run_app()
     from rich.console import Console
 
-    from advisor import commands
+    from advisor import views
+    from advisor.analysis import Selection, analyze
+    from advisor.doc import Doc, Paragraph
 
     console = Console()
-    for mod in commands.discover():
-        if mod.NAME == "probe":
-            render(mod.run(argparse.Namespace(json=False, gpu=None, gpus=None)).doc, console)
+    probe = views.default_probe()
+    gpu = views.probed_gpu_id(probe) or views.DEFAULT_GPU
+    render(views.hardware_doc(probe, gpu, 1), console)
+    demo = f"demo:{views.demo_names()[0]}"
+    a = analyze(Selection(demo, gpu))
+    render(views.summary_doc(a) + Doc((Paragraph(
+        "Not a terminal, so no TUI. Try: nvfp4-advisor explain|plan CHECKPOINT --gpu ID, or run "
+        "nvfp4-advisor in a terminal.", "dim"),)), console)
     return 0
 
 

@@ -138,5 +138,7 @@ def summary_doc(a: Any) -> Doc:
         p = a.plan.to_json().get("predictions", {})
         if p.get("decode_tok_s") is not None:
             pairs.append(("decode", f"{p['decode_tok_s']:.1f} tok/s (1 stream)"))
-    return Doc((KeyValues(tuple(pairs)), Paragraph(a.explanation.summary),
-                Bullets(tuple(f"{k}: {v}" for k, v in a.errors.items()), style="bad") if a.errors else Paragraph("")))
+    blocks = [KeyValues(tuple(pairs)), Paragraph(a.explanation.summary)]
+    if a.errors:
+        blocks.append(Bullets(tuple(f"{k}: {v}" for k, v in a.errors.items()), style="bad"))
+    return Doc(tuple(blocks))

@@ -21,7 +21,7 @@ from advisor.checkpoint.roles import group_name, layer_index, role_of
 from advisor.checkpoint.schemes import (BF16, NO_ACT, is_quantized, scheme_label, stored_bytes)
 from advisor.checkpoint.sources import CheckpointFiles, load
 from advisor.checkpoint.tensors import HeaderModule, group_tensors, observe
-from advisor.errors import BadInput
+from advisor.errors import BadInput, Unsupported
 
 
 @dataclass
@@ -72,6 +72,11 @@ def classify(files: CheckpointFiles) -> CheckpointInfo:
             arch = replace(arch, num_layers=1 + max((m.layer for m in mods if m.layer is not None), default=-1))
         sizes_from = "headers"
     else:
+        if arch.num_layers <= 0 or arch.hidden_size <= 0:
+            # nothing to size the modules from: a result of zeros would look like an answer
+            raise Unsupported("no weights, and num_hidden_layers / hidden_size are missing or not positive "
+                              f"integers: cannot size model_type {config.get('model_type')!r} from its config",
+                              path=_config_label(files))
         mods = _modules_from_config(config, plan, arch, files)
         sizes_from = "config"
     mods.sort(key=lambda m: _natural(m.name))

@@ -29,7 +29,7 @@ def weight_text(w: WeightQuant) -> str:
 def granularity_text(w: WeightQuant) -> str:
     g = w.granularity
     if g == "nvfp4":
-        return f"{w.group_size or 16}-blk e4m3 + f32"
+        return f"{w.group_size or 16}-blk e4m3+f32"
     if g == "mxfp4":
         return f"{w.group_size or 32}-blk e8m0"
     if g == "group":
@@ -48,14 +48,42 @@ def act_text(a: ActQuant) -> str:
 
 
 def _layers_text(g: ModuleGroup) -> str:
-    if not g.layers:
-        return ""
+    """Where a group repeats: its layers, and "xN" when a layer holds N of it (experts)."""
     ls = g.layers
+    if not ls:
+        return f"x{g.count}" if g.count > 1 else ""
     if len(ls) > 2 and ls[-1] - ls[0] + 1 == len(ls):
-        return f"{ls[0]}-{ls[-1]}"
-    if len(ls) <= 4:
-        return ",".join(map(str, ls))
-    return f"{len(ls)} layers"
+        text = f"{ls[0]}-{ls[-1]}"
+    elif len(ls) <= 4:
+        text = ",".join(map(str, ls))
+    else:
+        text = f"{len(ls)} layers"
+    per_layer = g.count // len(ls)
+    return text + (f" x{per_layer}" if per_layer > 1 else "")
+
+
+def compact_bytes(n: int | float) -> str:
+    """Three significant digits: '972 MiB', '81.0 MiB', '1.16 GiB' (a table cell, not a total)."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1000 or unit == "TiB":
+            if unit == "B":
+                return f"{n:.0f} B"
+            return f"{n:.3g} {unit}" if abs(n) >= 100 else f"{n:#.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} TiB"
+
+
+def _schemes_table(info: CheckpointInfo, total: int) -> Table:
+    """One row per distinct (scheme, weight format, scales, activations), with its bytes."""
+    acc: dict[tuple[str, str, str, str], int] = {}
+    for g in info.modules:
+        key = (g.scheme, weight_text(g.weight), granularity_text(g.weight), act_text(g.act))
+        acc[key] = acc.get(key, 0) + g.stored_bytes
+    rows = sorted(acc.items(), key=lambda kv: -kv[1])
+    return Table(("scheme", "weights", "scales", "activations", "bytes", "of total"),
+                 tuple((*k, compact_bytes(b), f"{b / total:.1%}") for k, b in rows), title="Schemes",
+                 row_styles=tuple("dim" if k[0] in ("BF16", "FP16") else "normal" for k, _ in rows))
 
 
 def to_doc(info: CheckpointInfo) -> Doc:
@@ -63,7 +91,7 @@ def to_doc(info: CheckpointInfo) -> Doc:
     share = ", ".join(f"{k} {v:.1%}" for k, v in info.scheme_shares.items()) if info.label == "MIXED" else ""
     pairs = [
         ("checkpoint", info.source),
-        ("scheme", info.label + (f"  ({share})" if share else "")),
+        ("scheme", info.label + (f"  (of the quantized linear bytes: {share})" if share else "")),
         ("producer", info.producer + (f" ({info.quant_method})" if info.quant_method else "")),
         ("kv cache", na(info.kv_cache_quant, fmt="{}") if info.kv_cache_quant else "not quantized (16-bit)"),
         ("architecture", _arch_text(info)),
@@ -79,13 +107,15 @@ def to_doc(info: CheckpointInfo) -> Doc:
         pairs.append(("mla", f"kv_lora_rank {a.mla.kv_lora_rank}, rope dim {a.mla.qk_rope_head_dim}"))
     blocks: list = [Heading(f"Checkpoint: {info.label}"), KeyValues(tuple(pairs))]
     total = t.stored_bytes or 1
+    blocks.append(_schemes_table(info, total))
+    # Per module: what it is and what it costs. The format details live in the Schemes table
+    # above, so the table fits an 80-column terminal (names are the widest column).
     rows, styles = [], []
     for g in info.modules:
-        rows.append((_short(g.name), g.role, g.scheme, weight_text(g.weight), granularity_text(g.weight), act_text(g.act),
-                     str(g.count), _layers_text(g), human_bytes(g.stored_bytes), f"{g.stored_bytes / total:.1%}"))
+        rows.append((_display_name(g), g.role, g.scheme, _layers_text(g), compact_bytes(g.stored_bytes)))
         styles.append("dim" if g.scheme in ("BF16", "FP16") else "normal")
-    blocks.append(Table(("module", "role", "scheme", "format", "granularity", "activations", "count", "layers",
-                         "bytes", "share"), tuple(rows), title="Modules", row_styles=tuple(styles)))
+    blocks.append(Table(("module", "role", "scheme", "layers", "bytes"), tuple(rows),
+                        title="Modules", row_styles=tuple(styles)))
     if info.kept_bf16:
         kept_total = sum(g.stored_bytes for g in info.kept_bf16)
         blocks.append(Bullets(tuple(f"{_short(g.name)} ({g.role}): {human_bytes(g.stored_bytes)}" for g in info.kept_bf16
@@ -103,6 +133,15 @@ def to_doc(info: CheckpointInfo) -> Doc:
 
         blocks.append(Paragraph("unknown quantization config: " + json.dumps(info.raw_quant_config)[:400], "warn"))
     return Doc(tuple(blocks))
+
+
+def _display_name(g: ModuleGroup) -> str:
+    """Short name for the Modules table: without the model prefix, and without the layer path
+    when the layers column says where the group repeats."""
+    name = _short(g.name)
+    if g.layers and name.startswith("layers.*."):
+        return name[len("layers.*."):]
+    return name
 
 
 def _short(name: str) -> str:
