@@ -12,7 +12,7 @@ import sys
 from typing import Sequence
 
 from advisor import __version__
-from advisor.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_USAGE, AdvisorError
+from advisor.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, AdvisorError
 
 EPILOG = """exit codes: 0 ok, 1 action failed, 2 usage error, 3 bad input (file/profile),
 4 unsupported combination, 130 interrupted.
@@ -142,6 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except (OSError, ValueError) as err:  # last line of defence: one line, never a traceback
         return _fail(f"{type(err).__name__}: {err}", EXIT_BAD_INPUT)
+    except Exception as err:  # a bug of ours: still one line; NVFP4_ADVISOR_DEBUG=1 shows the traceback
+        import os
+
+        if os.environ.get("NVFP4_ADVISOR_DEBUG"):
+            raise
+        return _fail(f"internal error ({type(err).__name__}: {err}); rerun with NVFP4_ADVISOR_DEBUG=1 "
+                     "and report it", EXIT_FAILURE)
     if args.json:
         from advisor.jsonout import dumps
 
