@@ -76,12 +76,19 @@ def renderables(doc):
                 t.add_row(*row, style=_STYLES.get(style, ""))
             yield t
         elif isinstance(block, d.Bullets):
-            lines = Text()
+            # A grid keeps wrapped lines indented under their bullet.
+            grid = RTable.grid(padding=(0, 1))
+            grid.add_column(no_wrap=True)
+            grid.add_column(overflow="fold")
+            style = _STYLES.get(block.style, "")
+            for item in block.items:
+                grid.add_row(Text("  •", style=style), Text(item, style=style))
             if block.title:
-                lines.append(block.title + "\n", style="bold")
-            for i, item in enumerate(block.items):
-                lines.append(f"  • {item}" + ("\n" if i < len(block.items) - 1 else ""), style=_STYLES.get(block.style, ""))
-            yield lines
+                from rich.console import Group
+
+                yield Group(Text(block.title, style="bold"), grid)
+            else:
+                yield grid
         elif isinstance(block, d.Chart):
             t = RTable(title=block.title, title_justify="left", header_style="bold")
             t.add_column(block.x_label)

@@ -10,8 +10,9 @@ Rules (in this order, each recorded as a trade-off row):
   share      the engine default; raised (<= 0.95) only when the context would not fit otherwise
   chunked    the smallest chunk whose prefill time is within 5 % of the fastest (a chunk stalls the
              other streams' decode while it runs and its activations come out of the KV pool)
-  max batch  latency/context: the workload's concurrency; throughput: the smallest batch within 3 % of
-             the best aggregate that keeps the per-stream floor and fits the context
+  max batch  latency/context: the workload's concurrency; throughput: the smallest batch (at most the
+             workload's concurrency) within 3 % of the best aggregate that keeps the per-stream floor and
+             fits the context
   draft k    the k with the best speedup at the chosen batch (0 when none gains 5 %)
 """
 
@@ -205,7 +206,9 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
             notes.append(f"--max-batch {batch} exceeds the {max_conc} requests of {ctx_tokens} tokens the KV "
                          "pool holds: requests will queue or be preempted")
     elif w.objective == "throughput":
-        cands = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if b <= max_conc} | {min(max_conc, 1024)})
+        # the workload's concurrency is the most requests it ever has in flight: a larger batch buys nothing
+        top_b = max(1, min(max_conc, w.concurrency, 1024))
+        cands = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if b <= top_b} | {top_b})
         brow = []
         for b in cands:
             st = ctx.decode(s, b, c)

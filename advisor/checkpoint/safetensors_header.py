@@ -164,7 +164,8 @@ def _entry(name: str, info, buffer_size: int | None, path: str) -> TensorEntry:
     if begin < 0 or end < begin:
         raise BadInput(f"{where}: data_offsets {offs} are invalid", path=path)
     if buffer_size is not None and end > buffer_size:
-        raise BadInput(f"{where}: data_offsets {offs} lie outside the file (data buffer is {buffer_size} bytes)",
+        raise BadInput(f"{where}: data_offsets {offs} lie outside the file (data buffer is {buffer_size} bytes: "
+                       "truncated file?)",
                        path=path)
     bits = numel * DTYPE_BITS[dtype]
     if bits % 8:

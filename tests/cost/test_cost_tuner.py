@@ -206,3 +206,12 @@ def test_a_gpu_without_bf16_gets_an_fp16_kv_cache_never_bfloat16():
     assert p.recommendation.kv_cache_dtype == "float16"
     assert "bfloat16" not in p.predictions.kv_pool_tokens
     assert p.recommendation.flags["--kv-cache-dtype"] == "float16"
+
+
+def test_a_throughput_batch_never_exceeds_the_workloads_concurrency():
+    """8 agent streams on an 80 GB card: the pool holds far more, but only 8 requests ever exist."""
+    kvd = kv_decisions(bfloat16=True, fp8=True)
+    agents = get_workload("agents")
+    p = plan(gpu=h100(), workload=agents, kv_decisions=kvd)
+    assert p.recommendation.max_batch <= agents.concurrency
+    assert all(int(o.value) <= agents.concurrency for o in p.tradeoffs if o.knob == "max_batch")

@@ -1,0 +1,125 @@
+"""What a user sees from `nvfp4-advisor inspect` in an 80-column terminal, and inputs that used to
+hang or to produce a plausible-looking answer of zeros."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from advisor.checkpoint.inspect import inspect_checkpoint
+from advisor.checkpoint.model import ModuleGroup
+from advisor.checkpoint.report import _layers_text, compact_bytes, to_doc
+from advisor.checkpoint.schemes import BF16, NO_ACT
+from advisor.cli import main, renderables
+from advisor.doc import Table
+from tests.conftest import ROOT
+
+from ckpt_builders import LLAMA_CONFIG, llama_tensors, write_checkpoint
+
+
+def _render(doc, width: int) -> list[str]:
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False)
+    for r in renderables(doc):
+        console.print(r)
+    return buf.getvalue().splitlines()
+
+
+def _table(doc, title: str) -> Table:
+    return next(b for b in doc.blocks if isinstance(b, Table) and b.title == title)
+
+
+@pytest.mark.parametrize("source", ["demo:qwen3.6-27b-nvfp4-mixed", "demo:qwen3-30b-a3b-nvfp4"])
+def test_module_table_is_readable_at_80_columns(source):
+    info = inspect_checkpoint(source)
+    lines = _render(to_doc(info), 80)
+    assert max(len(line) for line in lines) <= 80
+    text = "\n".join(lines)
+    # decoder module names are shown whole (not folded over two lines) next to role, scheme and bytes
+    decoder = [g for g in info.modules if g.name.split(".")[-2:-1] and ".layers.*." in g.name
+               and not g.name.startswith(("mtp", "model.visual", "visual"))]
+    assert decoder
+    for g in decoder:
+        short = g.name.split("layers.*.", 1)[1]
+        if len(short) <= 24:
+            row = [line for line in lines if f" {short} " in line]
+            assert row, f"{short} folded or missing:\n{text}"
+            assert g.scheme in row[0] and g.role in row[0]
+
+
+def test_schemes_table_carries_formats_and_adds_up():
+    info = inspect_checkpoint("demo:qwen3.6-27b-nvfp4-mixed")
+    doc = to_doc(info)
+    schemes = _table(doc, "Schemes")
+    by_scheme = {}
+    for g in info.modules:
+        by_scheme[g.scheme] = by_scheme.get(g.scheme, 0) + g.stored_bytes
+    assert {r[0] for r in schemes.rows} == set(by_scheme)
+    for row in schemes.rows:
+        assert row[4] == compact_bytes(by_scheme[row[0]])
+    assert abs(sum(float(r[5].rstrip("%")) for r in schemes.rows) - 100.0) < 0.2
+    fp8 = next(r for r in schemes.rows if r[0] == "W8A8-FP8")
+    assert fp8[1:4] == ("fp8_e4m3", "tensor", "fp8 static tensor")
+    # the MIXED line states what its percentages are shares of (they differ from the table's)
+    scheme_line = dict(next(b for b in doc.blocks if hasattr(b, "pairs")).pairs)["scheme"]
+    assert "of the quantized linear bytes" in scheme_line
+    assert f"W8A8-FP8 {info.scheme_shares['W8A8-FP8']:.1%}" in scheme_line
+
+
+def test_layers_column_shows_experts_per_layer():
+    g = ModuleGroup("model.layers.*.mlp.experts.*.down_proj", "expert", "BF16", BF16, NO_ACT, count=48 * 128,
+                    layers=tuple(range(48)))
+    assert _layers_text(g) == "0-47 x128"
+    one = ModuleGroup("model.layers.*.mlp.down_proj", "mlp_down", "BF16", BF16, NO_ACT, count=3, layers=(0, 1, 2))
+    assert _layers_text(one) == "0-2"
+    assert _layers_text(ModuleGroup("lm_head", "lm_head", "BF16", BF16, NO_ACT)) == ""
+
+
+def test_compact_bytes_three_digits():
+    assert compact_bytes(972 * 2**20) == "972 MiB"
+    assert compact_bytes(81 * 2**20) == "81.0 MiB"
+    assert compact_bytes(1.16 * 2**30) == "1.16 GiB"
+    assert compact_bytes(512) == "512 B"
+    assert compact_bytes(1000) == "0.977 KiB"
+
+
+def test_human_rows_match_json(tmp_path, capsys):
+    folder = write_checkpoint(tmp_path / "ck", llama_tensors("mo_nvfp4"), LLAMA_CONFIG)
+    assert main(["inspect", str(folder), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)["checkpoint"]
+    doc = to_doc(inspect_checkpoint(str(folder)))
+    modules = _table(doc, "Modules")
+    assert len(modules.rows) == len(payload["modules"])
+    for row, m in zip(modules.rows, payload["modules"]):
+        assert m["name"].endswith(row[0]) and row[1] == m["role"] and row[2] == m["scheme"]
+        assert row[4] == compact_bytes(m["stored_bytes"])
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "vocab_size": 50257},                # other key names
+    {**LLAMA_CONFIG, "hidden_size": "big", "num_hidden_layers": [3]},                         # wrong types
+])
+def test_config_only_without_usable_sizes_is_an_error_not_zeros(tmp_path, capsys, config):
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    code = main(["inspect", str(folder)])
+    err = capsys.readouterr().err.strip()
+    assert code == 4 and "\n" not in err and "config.json" in err and "cannot size" in err
+
+
+def test_fifo_shard_is_refused_not_waited_on(tmp_path):
+    folder = write_checkpoint(tmp_path / "ck", None, LLAMA_CONFIG)
+    os.mkfifo(folder / "model.safetensors")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "advisor", "inspect", str(folder)], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 3
+    assert "not a regular file" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
