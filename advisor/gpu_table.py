@@ -277,7 +277,8 @@ def get_gpu(id_or_name: str, path: str | Path | None = None) -> GpuSpec:
     choices = {spec.id: spec.id for spec in table}
     choices.update({n.lower(): spec.id for spec in table for n in _names(spec)})
     close = difflib.get_close_matches(want, list(choices), n=5, cutoff=0.5)
-    ids = list(dict.fromkeys(choices[c] for c in close))
+    # ids that contain what was typed ("3090" -> rtx-3090) first, then difflib's similarity order
+    ids = list(dict.fromkeys([spec.id for spec in table if want and want in spec.id] + [choices[c] for c in close]))[:5]
     hint = f"; close matches: {', '.join(ids)}" if ids else ""
     raise UsageError(f"unknown GPU {id_or_name!r}{hint} (see `nvfp4-advisor gpus`)")
 

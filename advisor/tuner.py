@@ -282,6 +282,7 @@ def _kv_note(ctx: PlanContext, kv, declared: str | None = None) -> str:
         return note + " (scales computed per token and head at write time)"
     if declared == kv.kind:
         return note + " (the checkpoint ships calibrated KV scales for it)"
-    if kv.kind in ("fp8", "nvfp4"):
+    if kv.kind == "fp8":
+        # vLLM: FP8 KV scales come from the checkpoint or default to 1.0 (docs quantized_kvcache.md:24-37)
         return note + " (no KV scales in the checkpoint: uncalibrated, scale 1.0)"
     return note

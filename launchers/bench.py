@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from advisor.errors import UsageError
+from advisor.errors import AdvisorError, UsageError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -39,6 +39,8 @@ SHORT_PROMPT = "Say hello in five words."
 
 def check_url(url: str) -> str:
     u = urlparse(url)
+    if u.scheme not in ("http", "https") and "://" not in url:
+        raise UsageError(f"{url}: give the server's base URL with its scheme, e.g. http://127.0.0.1:8000")
     if u.scheme not in ("http", "https") or (u.hostname or "") not in LOOPBACK:
         raise UsageError(f"{url}: the benchmark only talks to servers on 127.0.0.1 (loopback)")
     return url.rstrip("/").removesuffix("/v1")
@@ -128,13 +130,21 @@ class Client:
                                  timeout=httpx.Timeout(self.timeout_s, connect=10.0))
 
     async def resolve_model(self, http: httpx.AsyncClient) -> str:
+        """The model id to send (first of /v1/models unless given). Asking also checks that something
+        answers at all: with nothing listening, every request of the suite would fail one by one."""
+        try:
+            r = await http.get(self.base_url + "/v1/models", timeout=min(self.timeout_s, 30.0))
+        except httpx.ConnectError as err:
+            raise AdvisorError(f"{self.base_url}: no server answers ({err or 'connection refused'}); "
+                               "start one first, e.g. `nvfp4-advisor launch`") from None
+        except httpx.HTTPError:
+            r = None
         if self.model:
             return self.model
         try:
-            r = await http.get(self.base_url + "/v1/models")
-            data = r.json().get("data", []) if r.status_code == 200 else []
+            data = r.json().get("data", []) if r is not None and r.status_code == 200 else []
             self.model = str(data[0]["id"]) if data else "default"
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, AttributeError):
+        except (ValueError, KeyError, IndexError, AttributeError, TypeError):
             self.model = "default"
         return self.model
 

@@ -1,7 +1,9 @@
 """Pidfiles of servers the advisor started, so the next start can find and stop leftovers.
 
-One JSON file per port under the user data dir. A record counts as a leftover only while a process
-with the recorded pid AND start time is alive, or any process is still in its process group.
+One JSON file per server (``PORT-PID.json``) under the user data dir: a new server on the port of
+a leftover must not overwrite the leftover's record, or the leftover could never be found again. A
+record counts as a leftover only while a process with the recorded pid AND start time is alive, or
+any process is still in its process group.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class ServerRecord:
 def write(rec: ServerRecord, directory: Path | None = None) -> Path:
     d = directory or run_dir()
     d.mkdir(parents=True, exist_ok=True)
-    p = d / f"{rec.port}.json"
+    p = d / f"{rec.port}-{rec.pid}.json"
     data = {k: v for k, v in rec.__dict__.items() if k != "path"}
     tmp = p.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
@@ -44,13 +46,24 @@ def write(rec: ServerRecord, directory: Path | None = None) -> Path:
 
 
 def remove(port: int, directory: Path | None = None, pid: int | None = None) -> None:
-    p = (directory or run_dir()) / f"{port}.json"
-    try:
-        if pid is not None and json.loads(p.read_text()).get("pid") != pid:
-            return
-        p.unlink()
-    except (OSError, ValueError):
-        pass
+    """Delete the record of the server ``pid`` on ``port`` (every record of the port when pid is None)."""
+    d = directory or run_dir()
+    paths = [d / f"{port}-{pid}.json"] if pid is not None else list(d.glob(f"{port}-*.json"))
+    for p in paths + [d / f"{port}.json"]:          # PORT.json: the layout before PORT-PID.json
+        try:
+            if p.name == f"{port}.json" and pid is not None and json.loads(p.read_text()).get("pid") != pid:
+                continue
+            p.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+def remove_record(rec: "ServerRecord") -> None:
+    """Delete exactly the file ``rec`` was read from."""
+    if rec.path:
+        Path(rec.path).unlink(missing_ok=True)
+    else:
+        remove(rec.port, pid=rec.pid)
 
 
 def group_members(pgid: int) -> list[psutil.Process]:

@@ -54,6 +54,7 @@ class ServeSettings:
     device: str | None = None                    # transformers serve: "cpu" / "cuda"
     weight_dtype: str | None = None              # engine --dtype override (FastLLM: fp8, int4g128, ...)
     checkpoint_scheme: str | None = None         # e.g. BF16, W4A4-NVFP4: drives warnings only
+    checkpoint_moe: bool = False                 # the checkpoint has routed experts: drives warnings only
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()
 

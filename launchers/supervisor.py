@@ -378,7 +378,7 @@ def stop_group(pgid: int, leader: subprocess.Popen | None = None, int_timeout_s:
 
 def stop_leftover(rec: pidfile.ServerRecord, **timeouts) -> StopResult:
     result = stop_group(rec.pgid, None, **timeouts)
-    pidfile.remove(rec.port, Path(rec.path).parent if rec.path else None)
+    pidfile.remove_record(rec)
     return result
 
 

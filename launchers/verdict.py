@@ -26,6 +26,7 @@ class Prediction:
     kv_tokens: int | None
     source: str
     aggregate_table: tuple[tuple[int, float], ...] = ()   # plan: (batch, tok/s) pairs
+    what_if: str | None = None           # plan: its GPU selection when it was a what-if (not this box's cards)
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,10 @@ def prediction_from_plan(doc: dict, source: str = "plan") -> Prediction:
     agg_table = {int(k): v for k, v in (preds.get("decode_aggregate_tok_s") or {}).items() if v is not None}
     conc = max(agg_table) if agg_table else None
     agg = _band(agg_table[conc]) if conc and conc > 1 else None
+    gpu = doc.get("gpu") if isinstance(doc.get("gpu"), dict) else {}
+    selection = str(gpu.get("selection") or "")
     return Prediction(dec, agg, conc if agg else None, predicted_kv_tokens(doc), source,
-                      tuple(sorted(agg_table.items())))
+                      tuple(sorted(agg_table.items())), selection if selection.startswith("what-if") else None)
 
 
 _from_plan = prediction_from_plan   # the name advisor/tui/actions.py calls (ask: switch to the public one)
@@ -125,7 +128,7 @@ def aggregate_for(prediction: Prediction, concurrency: int) -> Band | None:
 
 
 def judge(metric: str, measured: float | None, band: Band | None, *, kernel_check=None,
-          watch_findings=None) -> Verdict:
+          watch_findings=None, what_if: str | None = None) -> Verdict:
     if band is None:
         return Verdict(metric, "no_prediction", measured, None, None)
     if measured is None:
@@ -136,11 +139,14 @@ def judge(metric: str, measured: float | None, band: Band | None, *, kernel_chec
         return Verdict(metric, "above", measured, band, ratio)
     if measured >= band.low:
         return Verdict(metric, "within", measured, band, ratio)
-    return Verdict(metric, "below", measured, band, ratio, rank_causes(kernel_check, watch_findings))
+    return Verdict(metric, "below", measured, band, ratio, rank_causes(kernel_check, watch_findings, what_if))
 
 
-def rank_causes(kernel_check=None, watch_findings=None) -> tuple[Cause, ...]:
+def rank_causes(kernel_check=None, watch_findings=None, what_if: str | None = None) -> tuple[Cause, ...]:
     found, unchecked = [], []
+    if what_if:   # the band belongs to other cards: nothing else explains the gap as surely
+        found.append(Cause("other", "the plan predicts a GPU that is not serving here (a what-if plan)",
+                           f"{what_if}; re-run `plan --gpu auto` on this machine", True))
     if kernel_check is None:
         unchecked.append(Cause("misdispatch", "a slower kernel than predicted runs",
                                "not checked: start the server with `nvfp4-advisor launch` to compare kernels", False))

@@ -63,11 +63,26 @@ def detect_version(engine: str, *, timeout_s: float = 20.0) -> DetectedVersion:
                                  stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired):
             return DetectedVersion(None, f"{exe} --version failed")
-        text = out.stdout + out.stderr
-        m = re.search(r"version:\s*(\d+)", text) or re.search(r"(\d+\.\d+(?:\.\d+)*)", text)
-        if m:
-            return DetectedVersion(m.group(1), f"{exe} --version")
+        found = version_from_output(out.stdout + "\n" + out.stderr)
+        if found:
+            return DetectedVersion(found, f"{exe} --version")
+        return DetectedVersion(None, f"{exe} --version printed no version")
     return DetectedVersion(None, "not installed")
+
+
+_BUILD = re.compile(r"^\s*version:\s*(\d+)", re.M)                       # llama.cpp: "version: 5191 (...)"
+_BARE = re.compile(r"^\s*v?(\d+\.\d+(?:\.\d+)*(?:[.+-]?[A-Za-z0-9.+-]*)?)\s*$", re.M)  # vLLM: "0.33.0"
+
+
+def version_from_output(text: str) -> str | None:
+    """The version in an engine's `--version` output. Start-up log lines come first in some engines
+    (vLLM logs the detected platform), so only a `version: N` line or a line holding nothing but a
+    version counts, the last one winning; a number inside a log line is not a version."""
+    m = _BUILD.search(text)
+    if m:
+        return m.group(1)
+    bare = _BARE.findall(text)
+    return bare[-1] if bare else None
 
 
 def resolve(engine: str, requested: str | None, detected: DetectedVersion | None) -> tuple[str | None, str | None]:
@@ -76,10 +91,12 @@ def resolve(engine: str, requested: str | None, detected: DetectedVersion | None
         return requested, None
     if detected and detected.version:
         return detected.version, f"{engine} {detected.version} detected ({detected.how})"
+    why = (f"{engine}: {detected.how}" if detected and detected.how != "not installed"
+           else f"{engine} is not installed here")
     ref = REFERENCE_VERSIONS.get(engine)
     if ref:
-        return ref, f"{engine} is not installed here; using the flags of {ref} (the version read)"
-    return None, f"{engine} is not installed here; using the flags of the newest build read"
+        return ref, f"{why}; using the flags of {ref} (the version the advisor's flag tables were read from)"
+    return None, f"{why}; using the flags of the newest build the advisor read"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ def findings(files, plan, arch: ArchInfo, mods, groups: list[ModuleGroup], label
         out += _layer_checks(arch, mods)
         if files.local:
             out += fused_scale_mismatch(files, mods)
+            out += uncalibrated_input_scales(files, mods)
     out += _dtype_check(files, groups)
     out += _mixed_checks(label, shares)
     return out
@@ -182,6 +183,35 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
                     "so the other members lose precision",
                     detail="; ".join(b[0] for b in bad[:4]),
                     modules=tuple(n for b in bad[:20] for n in b[1]))]
+
+
+_INPUT_SCALE_SAMPLE = 64    # scalars read at most (4 bytes each): enough to tell a constant from calibration
+
+
+def uncalibrated_input_scales(files, mods) -> list[Finding]:
+    """W4A4 NVFP4 whose static activation scales are all exactly 1.0: not calibrated (a data-free
+    converter, e.g. `nvfp4-advisor convert`, writes 1.0). Weight-only runtimes ignore input_scale;
+    on FP4 tensor cores activations then get a global scale of 1, so small activation blocks fall
+    into E4M3's subnormal range."""
+    headers = {h.path: h for h in files.headers}
+    cands = [m for m in mods if m.header is not None and m.weight.format == "nvfp4" and m.act.format == "nvfp4"
+             and m.count == 1]
+    step = max(1, len(cands) // _INPUT_SCALE_SAMPLE)
+    reads = []
+    for m in cands[::step]:
+        t = m.header.tensors.get("input_scale")
+        h = headers.get(m.header.shard.get("input_scale", ""))
+        if t is None or h is None or t.dtype != "F32" or t.numel != 1:
+            continue
+        reads.append((h.path, 8 + h.header_size + t.begin, m.name, "input_scale", 1.0))
+    values = _read_scalars(reads)
+    if len(values) < 1 or any(v != 1.0 for v in values.values()):
+        return []
+    return [Finding("uncalibrated-input-scales", "warn",
+                    f"input_scale is exactly 1.0 on all {len(values)} W4A4 module(s) read: activation scales "
+                    "were not calibrated (a data-free conversion). Weight-only (W4A16) runtimes ignore them; "
+                    "on FP4 tensor cores small activations lose precision",
+                    modules=tuple(n for n, _ in list(values)[:20]))]
 
 
 def _read_scalars(reads) -> dict[tuple[str, str], float]:

@@ -89,7 +89,7 @@ def _load_json(path: str, label: str) -> dict:
 def _hub_message(err: Exception, what: str) -> str:
     kind = type(err).__name__
     if kind in ("OfflineModeIsEnabled", "LocalEntryNotFoundError"):
-        return f"{what} not in the local cache and HF_HUB_OFFLINE is set (or the hub is unreachable)"
+        return f"{what} is not in the local cache and the hub cannot be reached (HF_HUB_OFFLINE=1 or no network)"
     if kind in ("RepositoryNotFoundError",):
         return "repository not found (or private: set HF_TOKEN)"
     if kind in ("RevisionNotFoundError",):

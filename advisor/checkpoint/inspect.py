@@ -68,7 +68,7 @@ def classify(files: CheckpointFiles) -> CheckpointInfo:
     if files.headers:
         mods, header_findings = _modules_from_headers(files, plan, arch)
         notes += header_findings
-        if not files.config:
+        if not files.config or not arch.num_layers:     # config absent or in unknown terms: count from names
             arch = replace(arch, num_layers=1 + max((m.layer for m in mods if m.layer is not None), default=-1))
         sizes_from = "headers"
     else:

@@ -92,14 +92,16 @@ def to_doc(info: CheckpointInfo) -> Doc:
     pairs = [
         ("checkpoint", info.source),
         ("scheme", info.label + (f"  (of the quantized linear bytes: {share})" if share else "")),
-        ("producer", info.producer + (f" ({info.quant_method})" if info.quant_method else "")),
+        ("producer", info.producer + (f" ({info.quant_method})" if info.quant_method
+                                      and info.quant_method != info.producer else "")),
         ("kv cache", na(info.kv_cache_quant, fmt="{}") if info.kv_cache_quant else "not quantized (16-bit)"),
         ("architecture", _arch_text(info)),
         ("parameters", f"{human_count(t.params)} total, {human_count(t.active_params)} active per token"),
         ("stored", human_bytes(t.stored_bytes) + ("  (computed from config, no weights present)"
                                                   if t.sizes_from == "config" else "")),
         ("read per token", human_bytes(t.bytes_per_token) + " of weights"),
-        ("kv layers", f"{a.kv_layers} full-attention"
+        ("kv layers", "N/A (layer types unknown without a usable config.json)" if not a.hidden_size else
+         f"{a.kv_layers} full-attention"
          + (f", {a.sliding_window_layers} sliding ({a.sliding_window})" if a.sliding_window_layers else "")
          + (f", {a.linear_attention_layers} linear/GDN/Mamba" if a.linear_attention_layers else "")),
     ]
@@ -118,8 +120,13 @@ def to_doc(info: CheckpointInfo) -> Doc:
                         title="Modules", row_styles=tuple(styles)))
     if info.kept_bf16:
         kept_total = sum(g.stored_bytes for g in info.kept_bf16)
-        blocks.append(Bullets(tuple(f"{_short(g.name)} ({g.role}): {human_bytes(g.stored_bytes)}" for g in info.kept_bf16
-                                    if g.stored_bytes >= 0.001 * total) or ("only small tensors",),
+        big = [g for g in info.kept_bf16 if g.stored_bytes >= 0.001 * total]
+        small = [g for g in info.kept_bf16 if g.stored_bytes < 0.001 * total]
+        items = [f"{_short(g.name)} ({g.role}): {human_bytes(g.stored_bytes)}" for g in big]
+        if small:   # the rest, so the items add up to the title
+            roles = ", ".join(dict.fromkeys(g.role for g in small))
+            items.append(f"{len(small)} small group(s) ({roles}): {human_bytes(sum(g.stored_bytes for g in small))}")
+        blocks.append(Bullets(tuple(items),
                               title=f"Kept in 16-bit: {human_bytes(kept_total)} ({kept_total / total:.1%})"))
     if info.findings:
         sev = {"error": "bad", "warn": "warn", "info": "dim"}
@@ -154,7 +161,9 @@ def _short(name: str) -> str:
 
 def _arch_text(info: CheckpointInfo) -> str:
     a = info.arch
-    parts = [a.model_type or "unknown", f"{a.num_layers} layers", f"hidden {a.hidden_size}"]
+    if a.model_type is None and not a.hidden_size:   # a lone .safetensors file: layers from tensor names
+        return f"unknown (no config.json), {a.num_layers} layers seen in tensor names"
+    parts = [a.model_type or "unknown", f"{a.num_layers} layers", f"hidden {a.hidden_size or 'N/A'}"]
     if a.num_attention_heads:
         parts.append(f"{a.num_attention_heads} heads / {a.num_kv_heads} kv x {a.head_dim}")
     if a.moe:

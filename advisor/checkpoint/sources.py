@@ -39,7 +39,14 @@ def load(source: str) -> CheckpointFiles:
     if os.path.lexists(source) or source.startswith((".", "/", "~")) or source.endswith(".safetensors"):
         return _load_local(os.path.expanduser(source), display=source)
     if _HUB_ID.match(source):
-        return _load_hub(source)
+        if os.path.isdir(source.split("/", 1)[0]):
+            # "models/llama" next to a local "models" folder is a mistyped path, not a hub id
+            raise BadInput("no such file or folder", path=source)
+        try:
+            return _load_hub(source)
+        except BadInput as err:
+            problem = str(err)[len(f"{err.path}: "):] if err.path else str(err)
+            raise BadInput(f"no local folder of that name, and as a hub id: {problem}", path=err.path) from None
     raise BadInput("no such file or folder (and not a hub id org/name[@revision])", path=source)
 
 
@@ -142,8 +149,18 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
                    if other else "no weight files present (config-only folder): sizes are computed from the config")
             files.notes.append(("no-weights", "info", msg))
             return files
+    seen: dict[str, str] = {}
     for s in shards:
-        files.headers.append(read_header(os.path.join(path, s)))
+        h = read_header(os.path.join(path, s))
+        for name in h.tensors:
+            if name in seen:
+                # two copies of the weights in one folder (e.g. a re-saved file next to the original):
+                # counting both would double every size
+                hint = ("the index lists both files" if files.index is not None else
+                        "two copies of the weights? inspect one file, or add a model.safetensors.index.json")
+                raise BadInput(f"tensor {name!r} is in both {seen[name]} and {s}: {hint}", path=path)
+            seen[name] = s
+        files.headers.append(h)
     return files
 
 

@@ -58,11 +58,12 @@ def run(args):
     verdicts = []
     if prediction:
         verdicts.append(verdict.judge("decode tok/s (1 stream)", rep.decode_tps, prediction.decode_tps,
-                                      watch_findings=found))
+                                      watch_findings=found, what_if=prediction.what_if))
         if rep.concurrency:
             band = verdict.aggregate_for(prediction, rep.concurrency.streams)
             verdicts.append(verdict.judge(f"aggregate tok/s ({rep.concurrency.streams} streams)",
-                                          rep.concurrency.aggregate_tps, band, watch_findings=found))
+                                          rep.concurrency.aggregate_tps, band, watch_findings=found,
+                                          what_if=prediction.what_if))
     payload = {"report": rep, "prediction": prediction, "verdicts": verdicts,
                "watchdog": found if found is not None else None,
                "watched_pids": pids}

@@ -38,7 +38,18 @@ def add_arguments(parser) -> None:
                         help="worker threads (default: CPU count, at most 8)")
 
 
+def progress_line(stage: str, done: int, total: int, name: str, width: int) -> str:
+    """One status line that never reaches the last column (a wrapped line breaks the \\r redraw)."""
+    pct = 100 * done / total if total else 100
+    label = "scanning amax" if stage == "scan" else "writing"
+    head = f"{label:13s} {pct:5.1f}%  {done / 1e9:.2f}/{total / 1e9:.2f} GB  "
+    room = max(0, width - 1 - len(head))
+    tail = name if len(name) <= room else ("..." + name[-(room - 3):] if room > 3 else "")
+    return (head + tail).ljust(width - 1)[: width - 1]
+
+
 def _progress_printer():
+    import shutil
     import sys
     import time
 
@@ -51,9 +62,8 @@ def _progress_printer():
         if now - last[0] < 0.2 and done < total:
             return
         last[0] = now
-        pct = 100 * done / total if total else 100
-        label = "scanning amax" if stage == "scan" else "writing"
-        sys.stderr.write(f"\r{label:14s} {pct:5.1f}%  {done / 1e9:7.2f}/{total / 1e9:.2f} GB  {name[-60:]:60s}")
+        width = shutil.get_terminal_size((80, 24)).columns
+        sys.stderr.write("\r" + progress_line(stage, done, total, name, width))
         if stage == "write" and done >= total:
             sys.stderr.write("\n")
         sys.stderr.flush()

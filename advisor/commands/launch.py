@@ -96,6 +96,11 @@ def build_settings(args, environ):
             raise BadInput(f"not JSON: {err}", path=args.plan) from None
         if not isinstance(plan_doc, dict) or "recommendation" not in plan_doc:
             raise BadInput("not a `plan --json` document (no recommendation)", path=args.plan)
+        planned = (plan_doc.get("engine") or {}).get("name") if isinstance(plan_doc.get("engine"), dict) else None
+        if planned and planned != engine:
+            # the recommendation is in the planned engine's spellings and memory model
+            raise UsageError(f"{args.plan} is a plan for {planned}: launch --engine {planned}, or make a plan for "
+                             f"{engine} (`nvfp4-advisor plan CHECKPOINT --engine {engine} --json`)")
         base = settings_from_plan(plan_doc, engine=engine, model=model,
                                   **({} if base is None else {"port": base.port}))
     s = base or ServeSettings(engine=engine, model=model)
@@ -119,13 +124,15 @@ def build_settings(args, environ):
     if key_env:
         key = environ.get(key_env)
         if not key:
-            raise UsageError(f"--api-key-env {key_env}: that environment variable is empty or unset")
+            origin = f"--api-key-env {key_env}" if args.api_key_env else \
+                f"launch profile {args.profile!r} reads the API key from {key_env}"
+            raise UsageError(f"{origin}: that environment variable is empty or unset")
         changes["api_key"] = key
     return dataclasses.replace(s, **changes), key_env, plan_doc
 
 
 def _with_scheme(settings):
-    """Fill checkpoint_scheme from a local checkpoint's headers (drives engine warnings only)."""
+    """Fill checkpoint_scheme / checkpoint_moe from a local checkpoint's headers (engine warnings only)."""
     import dataclasses
     from pathlib import Path
 
@@ -136,9 +143,10 @@ def _with_scheme(settings):
     from advisor.checkpoint.inspect import inspect_checkpoint
 
     try:
-        return dataclasses.replace(settings, checkpoint_scheme=inspect_checkpoint(settings.model).label)
+        info = inspect_checkpoint(settings.model)
     except (AdvisorError, OSError, ValueError):
         return settings
+    return dataclasses.replace(settings, checkpoint_scheme=info.label, checkpoint_moe=info.arch.moe is not None)
 
 
 def _explanation(args, settings, notes, version):
@@ -162,6 +170,43 @@ def _explanation(args, settings, notes, version):
 
 
 def run(args):
+    with _sigterm_as_ctrl_c():
+        return _run(args)
+
+
+class _sigterm_as_ctrl_c:
+    """`kill PID` (systemd, docker stop) and a closed terminal (SIGHUP) stop the server the way Ctrl-C
+    does: SIGINT -> SIGTERM -> SIGKILL over its group, pidfile removed. Python's default action for
+    both ends the advisor at once, leaving the engine to the parent-death SIGKILL (which reaches its
+    leader only, not the engine's worker processes) and the pidfile behind."""
+
+    SIGNALS = ("SIGTERM", "SIGHUP")
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.old = {}
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                sig = getattr(signal, name, None)
+                if sig is not None:
+                    self.old[sig] = signal.signal(sig, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+        return False
+
+
+def _run(args):
     import os
     import sys
     import time
@@ -169,6 +214,7 @@ def run(args):
 
     from advisor.commands import Outcome
     from advisor.doc import Bullets, Doc, KeyValues, Paragraph
+    from advisor.errors import BadInput
     from advisor.jsonout import document
     from launchers import kernel_check, pidfile, profiles, report, watchdog
     from launchers.engines import build_command
@@ -188,6 +234,9 @@ def run(args):
         doc = doc + Doc((Paragraph(f"saved launch profile {args.save_profile!r}: {path}", "good"),))
     if args.dry_run:
         return Outcome(json=document("launch", payload), doc=doc)
+    if settings.model.startswith(("/", "./", "../", "~")) and not Path(settings.model).expanduser().exists():
+        # an explicit local path (a hub id would be org/name): the engine would fail only after starting
+        raise BadInput("no such checkpoint folder or file", path=settings.model)
 
     quiet = bool(args.json)
 
@@ -202,6 +251,9 @@ def run(args):
                 res = stop_leftover(rec)
                 say(f"stopped leftover {rec.engine} server pid {rec.pid} on port {rec.port} ({res.signal})")
         else:
+            for r in left:   # now, not only in the final report: a serving launch ends with Ctrl-C
+                say(f"warning: pid {r.pid} ({r.engine}, port {r.port}) was left running by an earlier launch; "
+                    "stop it with --stop-leftovers")
             payload["leftovers"] = [{"pid": r.pid, "port": r.port, "engine": r.engine} for r in left]
             doc = doc + Doc((Bullets(tuple(f"pid {r.pid}: {r.engine} on port {r.port} — {r.command_line}" for r in left),
                                      title="Servers left running by an earlier run (stop: --stop-leftovers)",
@@ -243,10 +295,10 @@ def run(args):
         payload["stop"] = server.stop()
         return Outcome(json=document("launch", payload), doc=doc)
     say(report.plain(check_doc))
-    say(f"serving {settings.model_id} at {ready.base_url} — Ctrl-C to stop")
     dog = watchdog.Watchdog(lambda: [p.pid for p in server.processes()]).start()
     exit_code = 0
     try:
+        say(f"serving {settings.model_id} at {ready.base_url} — Ctrl-C to stop")
         while server.returncode is None:
             time.sleep(0.5)
         err = server.failure(f"{settings.engine} exited with status {server.returncode} while serving",

@@ -100,9 +100,17 @@ def quantize_chunks(read_rows: Callable[[int, int], np.ndarray], shape: tuple[in
 # ------------------------------------------------------------------ destination handling
 
 def check_destination(src: Path, dst: Path) -> None:
+    """Everything that would make the final rename fail, checked before hours of work."""
     src_r, dst_r = src.resolve(), dst.resolve()
     if dst_r == src_r or src_r in dst_r.parents:
         raise BadInput("destination is the source or inside it; the source is never written", path=str(dst))
+    if dst.is_symlink():
+        raise BadInput("destination is a symbolic link; give the folder it points to (the finished output "
+                       "is moved into place by a rename)", path=str(dst))
+    cwd = Path.cwd().resolve()
+    if dst_r == cwd or dst_r in cwd.parents:
+        raise BadInput("destination is the current folder or contains it; name a new folder "
+                       "(the finished output is moved into place by a rename)", path=str(dst))
     if dst.exists():
         if not dst.is_dir():
             raise BadInput("destination exists and is not a folder", path=str(dst))
@@ -162,7 +170,11 @@ def convert(src_dir: Path, dst_dir: Path, *, reference: Path | None = None, opti
                           f"({', '.join(stale[:3])})")
     t0 = time.perf_counter()
     scales = scan_global_scales(plan, progress)
-    tmp = _temp_dir(dst_dir)
+    try:
+        tmp = _temp_dir(dst_dir)
+    except OSError as err:
+        raise BadInput(f"cannot create the temporary output folder next to the destination: "
+                       f"{err.strerror or err}", path=str(dst_dir.resolve().parent)) from None
     try:
         files = _write_all(plan, scales, tmp, progress)
         if dst_dir.exists():

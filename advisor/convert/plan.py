@@ -123,6 +123,9 @@ def groups_from_reference(ref: Checkpoint, modules: list[str]) -> dict[str, tupl
 def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
                groups_from: str = "auto") -> Plan:
     """groups_from: "auto" (reference when given, else the name table) or "table"."""
+    if not (src.root / "config.json").is_file():
+        raise BadInput("config.json missing: the output's config.json is the source's plus quantization_config, "
+                       "and without the architecture no engine can load it", path=str(src.root))
     if isinstance(src.config.get("quantization_config"), dict) or src.hf_quant_config is not None:
         raise BadInput("source is already quantized (config.json has quantization_config or "
                        "hf_quant_config.json exists); convert a BF16/FP16 checkpoint", path=str(src.root))
@@ -170,6 +173,12 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
         if k % BLOCK:
             raise BadInput(f"tensor {name} has K={k}, not divisible by the NVFP4 block size 16 "
                            f"(keep it in BF16 with --keep '{module}')", path=str(e.file))
+        if ref is not None:
+            rw = ref.tensors[module + ".weight"]
+            if tuple(rw.shape) != (n, k // 2):
+                raise BadInput(f"the reference is not a quantization of this model: {name} is {[n, k]} here, "
+                               f"so its packed weight would be {[n, k // 2]}, but the reference's is "
+                               f"{list(rw.shape)}", path=str(ref.root))
         quantized[module] = Quantized(module, name, (n, k), module, "", None)
 
     if ref is not None:
@@ -185,8 +194,8 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
     modules = list(quantized)
     if ref is not None and groups_from == "auto":
         groups = groups_from_reference(ref, modules)
-        group_rule = {gid: ("reference: equal weight_scale_2" if len(m) > 1 else "") for gid, m in groups.items()}
-        group_source = "reference checkpoint (siblings with bit-identical weight_scale_2)"
+        group_rule = {gid: ("equal in reference" if len(m) > 1 else "") for gid, m in groups.items()}
+        group_source = "from the reference: siblings with bit-identical weight_scale_2"
         table, table_note = rules.table_for(model_type(src.config))
         table_sets = {frozenset(mm) for _, mm in rules.groups_from_table(modules, table)}
         differ = [mm for mm in groups.values() if len(mm) > 1 and frozenset(mm) not in table_sets]

@@ -19,7 +19,11 @@ STRUCTURE_SHOWN = 12       # name/dtype/shape lines shown on screen; --json has 
 
 
 def _gb(n: int) -> str:
-    return f"{n / 1e9:.3f} GB"
+    """Bytes for people: GB (decimal, as disk sizes and --max-shard-size) above 1 GB, else MB/kB."""
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f} {unit}"
+    return f"{n} B"
 
 
 def convert_payload(r: ConvertResult) -> dict:
@@ -93,13 +97,22 @@ def verify_payload(rep: VerifyReport) -> dict:
     }
 
 
+def _positions_text(first: tuple[tuple[int, ...], ...]) -> str:
+    if not first:
+        return "-"                      # not tracked (e.g. undetermined blocks)
+    if all(x == () for x in first):
+        return "scalar"
+    return " ".join(",".join(map(str, x)) for x in first)
+
+
 def verify_doc(rep: VerifyReport) -> Doc:
     verdict = ("identical: every compared byte matches" if rep.identical
                else "DIFFERENT: see the mismatches below")
     blocks = [
         Heading(f"Verify ({rep.mode})"),
         KeyValues((
-            ("candidate", rep.candidate or "reference, dequantized and requantized"),
+            ("candidate", "reference, dequantized and requantized" if not rep.candidate else
+             rep.candidate + (" (converted in a temporary folder, not kept)" if rep.mode == "convert+compare" else "")),
             ("reference", rep.reference),
             ("tensors compared", str(rep.tensors_compared)),
             ("bytes compared", _gb(rep.bytes_compared)),
@@ -114,8 +127,7 @@ def verify_doc(rep: VerifyReport) -> Doc:
     if rep.diffs:
         # the note is per kind, not per tensor: shown once below the table, marked with *
         rows = tuple((d.name, d.kind + ("*" if d.note else ""), f"{d.differing_bytes}/{d.total_bytes}",
-                      " ".join(",".join(map(str, x)) for x in d.first_positions) or "scalar")
-                     for d in rep.diffs[:40])
+                      _positions_text(d.first_positions)) for d in rep.diffs[:40])
         styles = tuple("bad" if d.fails else "dim" for d in rep.diffs[:40])
         title = "Differing tensors" + (f" (first 40 of {len(rep.diffs)})" if len(rep.diffs) > 40 else "")
         blocks.append(Table(("tensor", "kind", "bytes differing", "first positions"), rows,

@@ -67,7 +67,10 @@ def open_checkpoint(root: Path) -> Checkpoint:
         shards = sorted(set(wm.values()))
         index_metadata = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
     else:
-        shards = sorted(p.name for p in root.glob("*.safetensors"))
+        try:
+            shards = sorted(n for n in os.listdir(root) if n.endswith(".safetensors"))
+        except OSError as err:
+            raise BadInput(f"cannot list the folder: {err.strerror or err}", path=str(root)) from None
         wm = None
         index_metadata = {}
     if not shards:

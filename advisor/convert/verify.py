@@ -166,7 +166,7 @@ def verify(candidate: Path | None, reference: Path, *, threads: int = 1,
         rep = compare_checkpoints(open_checkpoint(out), ref, mode="convert+compare",
                                   notes=(f"{candidate} was converted with the reference's choices, then compared",))
     # the temporary folder is gone: name the folder the user gave
-    return replace(rep, candidate=f"{candidate} (converted in a temporary folder, not kept)")
+    return replace(rep, candidate=str(candidate))
 
 
 # ------------------------------------------------------------------ round trip

@@ -186,19 +186,30 @@ def _allowed_kv(engine: EngineMemory, explanation: Explanation,
     return tuple(dict.fromkeys(allowed)), rejected, default
 
 
-def _without_bf16(engine: EngineMemory, allowed: tuple[KvDtype, ...], default: KvDtype
-                  ) -> tuple[tuple[KvDtype, ...], KvDtype]:
-    """A GPU without BF16 (sm_75) runs the model in FP16: a 16-bit KV cache must be requested as the
-    engine's FP16 value, never bfloat16 (vLLM's own error on Turing says "Re-run with
-    --kv-cache-dtype float16", triton_attn.py:510-524@0.33.0)."""
-    fp16 = next((dt for dt in engine.kv_dtypes if dt.kind == "fp16" and dt.name != "auto"), None)
-    if fp16 is None:
+def _one_16bit_kv(engine: EngineMemory, allowed: tuple[KvDtype, ...], default: KvDtype, bf16: bool,
+                  auto_is_model_dtype: bool = True) -> tuple[tuple[KvDtype, ...], KvDtype]:
+    """Keep one 16-bit KV candidate: the model dtype's. A GPU without BF16 (sm_75) runs the model in
+    FP16, so its 16-bit KV cache must be the engine's FP16 value, never bfloat16 (vLLM on Turing:
+    "bfloat16 requires SM80+. Re-run with --kv-cache-dtype float16", triton_attn.py:510-532@0.33.0);
+    with BF16 the BF16 value is the one 'auto' would give."""
+    auto = engine.kv_dtype("auto")
+    model_kind = auto.kind if auto is not None and auto.kind in ("bf16", "fp16") else "bf16"
+    want = model_kind if bf16 else "fp16"       # FastLLM computes in FP16 even where BF16 exists
+    drop = "fp16" if want == "bf16" else "bf16"
+    named = [dt for dt in engine.kv_dtypes if dt.name != "auto"]
+    repl = next((dt for dt in named if dt.kind == want), None)
+    if repl is None and not bf16 and auto_is_model_dtype:
+        repl = auto                         # e.g. SGLang has no FP16 value: 'auto' is the FP16 model dtype
+    if repl is None:
         return allowed, default
 
     def swap(dt: KvDtype) -> KvDtype:
-        return fp16 if dt.kind == "bf16" and dt.name != "auto" else dt
+        return repl if dt.kind == drop and dt.name != "auto" and dt.name != repl.name else dt
 
-    return tuple(dict.fromkeys(swap(dt) for dt in allowed)), swap(default)
+    out = [swap(dt) for dt in allowed]
+    if want == "fp16" and repl not in out and any(dt.kind in ("bf16", "fp16") for dt in allowed):
+        out.append(repl)
+    return tuple(dict.fromkeys(out)), swap(default)
 
 
 def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *, gpus: int, engine: EngineMemory,
@@ -220,8 +231,10 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
             warnings.append(f"no tensor peak for {p.mma} on {gpu.id} in the GPU table: its compute time "
                             "falls back to the BF16/FP16 rate")
         if p.dequant == "cpu":
-            warnings.append(f"{p.kind} weights ({p.scheme}) run on the CPU on this path: the GPU roofline "
-                            "does not describe it (expect far slower decode)")
+            warnings.append(f"{p.kind} weights ({p.scheme}) run on the CPU on this path, but the figures "
+                            "below cost them as if they ran on the GPU: with this placement decode is bound by "
+                            "host memory bandwidth and will be far slower (for FastLLM, --moe_device cuda "
+                            "puts the experts on the GPU)")
     for d in explanation.decisions:
         if not d.runs and d.layer_class != "attention_kv":   # KV: the tuner picks a dtype that runs
             warnings.append(f"{d.layer_class}: the engine cannot run this ({d.error or 'no kernel'}); "
@@ -271,10 +284,11 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     model = CostModel(wm, checkpoint.arch, eff, attn_mma, clock, o, engine.allreduce_per_layer, link, bw)
     allowed, rejected, default_kv = _allowed_kv(engine, explanation, kv_decisions)
     fixed_kv = engine.kv_dtype(overrides.kv_cache_dtype) if overrides.kv_cache_dtype else None
+    if fixed_kv is None:
+        allowed, default_kv = _one_16bit_kv(engine, allowed, default_kv, gpu.supports("bf16"),
+                                            auto_is_model_dtype=checkpoint.kv_cache_quant is None)
     if not gpu.supports("bf16"):
-        if fixed_kv is None:
-            allowed, default_kv = _without_bf16(engine, allowed, default_kv)
-        elif fixed_kv.kind == "bf16" and fixed_kv.name != "auto":
+        if fixed_kv is not None and fixed_kv.kind == "bf16" and fixed_kv.name != "auto":
             warnings.append(f"{gpu.name} has no BF16: the model runs in FP16, so a 16-bit KV cache should be "
                             f"requested as FP16, not {overrides.kv_cache_dtype}")
     for dt in allowed:

@@ -129,13 +129,21 @@ def _layer_groups(ck: CheckpointInfo):
     return out
 
 
+def _gptq_act_order(ck: CheckpointInfo) -> bool:
+    """GPTQ desc_act=True with a group size (one group per channel makes the ordering a no-op)."""
+    raw = ck.raw_quant_config or {}
+    if ck.producer != "gptq" or not isinstance(raw, dict):
+        return False
+    return bool(raw.get("desc_act")) and raw.get("group_size", -1) not in (-1, None)
+
+
 def _facts(ck: CheckpointInfo, m: ModuleGroup, cls: str) -> LayerFacts:
     w, a = m.weight, m.act
     return LayerFacts(
-        layer_class=cls, scheme=m.scheme, roles=(m.role,), producer=ck.producer,
+        layer_class=cls, scheme=m.scheme, roles=(m.role,), producer=ck.producer, quant_method=ck.quant_method,
         model_type=ck.arch.model_type, weight_format=w.format, weight_granularity=w.granularity,
         group_size=w.group_size, block=tuple(w.block) if w.block else None, symmetric=w.symmetric,
-        act_format=a.format, act_granularity=a.granularity, act_dynamic=a.dynamic, shape=m.shape,
+        act_order=_gptq_act_order(ck), act_format=a.format, act_granularity=a.granularity, act_dynamic=a.dynamic, shape=m.shape,
         head_dim=ck.arch.head_dim, mla=ck.arch.mla is not None,
         attention_sinks=(ck.arch.model_type or "") in _SINK_MODELS)
 
@@ -199,8 +207,9 @@ def _decide_kv(ck: CheckpointInfo, gpu: GpuSpec, rules: RuleFile, options: Insta
     if options.kv_cache_dtype is not None:
         kv = options.kv_cache_dtype
         reasons.append(f"KV cache dtype {kv} requested with --kv-cache-dtype")
-    elif ck.producer in rules.kv_from_checkpoint and declared in ("fp8", "nvfp4"):
-        kv = declared
+    elif (ck.producer in rules.kv_from_checkpoint and declared in ("fp8", "nvfp4")
+          and (not rules.kv_from_checkpoint_names or declared in rules.kv_from_checkpoint_names)):
+        kv = rules.kv_from_checkpoint_names.get(declared, declared)
         reasons.append(f"the checkpoint declares {declared} KV cache quantization and {rules.display_name} "
                        f"uses it when --kv-cache-dtype is auto ({rules.kv_from_checkpoint_source})")
     else:

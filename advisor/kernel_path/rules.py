@@ -60,6 +60,8 @@ class Gate(_Strict):
     flag_not_in: Optional[dict[str, list[str]]] = None
     producer_in: Optional[list[str]] = None
     producer_not_in: Optional[list[str]] = None
+    quant_method_in: Optional[list[str]] = None        # the config's quant_method / quant_algo (upper-cased)
+    quant_method_not_in: Optional[list[str]] = None
     weight_format_in: Optional[list[str]] = None
     weight_granularity_in: Optional[list[str]] = None
     act_format_in: Optional[list[str]] = None
@@ -68,6 +70,7 @@ class Gate(_Strict):
     group_size_in: Optional[list[int]] = None      # -1 = per-channel / no group
     block_in: Optional[list[list[int]]] = None
     symmetric: Optional[bool] = None
+    act_order: Optional[bool] = None               # GPTQ group activation ordering (desc_act with groups)
     shape_multiple: Optional[dict[Literal["n", "k"], int]] = None
     model_type_in: Optional[list[str]] = None
     model_exclusions: Optional[list[ModelExclusion]] = None
@@ -236,6 +239,9 @@ class RuleFile(_Strict):
     kv_default: str = "auto"
     kv_from_checkpoint: list[str] = []      # producers whose declared KV quant "auto" resolves to
     kv_from_checkpoint_source: str = ""
+    # declared KV quant -> the engine's dtype name 'auto' resolves it to; a declared kind missing here
+    # (when the map is given) is not picked up by 'auto'
+    kv_from_checkpoint_names: dict[str, str] = {}
     act16_turing: str = ""                  # why activations are FP16 on sm_75
     act16_turing_warning: Optional[Warn] = None   # what the engine prints when it falls back to FP16
     activation_dtype: Optional[str] = None  # engine forces this 16-bit dtype (FastLLM: fp16)

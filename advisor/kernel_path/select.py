@@ -21,12 +21,14 @@ class LayerFacts:
     scheme: str                       # after downgrades; attention: the KV dtype
     roles: tuple[str, ...] = ()
     producer: str = "none"
+    quant_method: str | None = None   # the checkpoint config's quant_method / quant_algo
     model_type: str | None = None
     weight_format: str = "bf16"
     weight_granularity: str = "none"
     group_size: int | None = None
     block: tuple[int, int] | None = None
     symmetric: bool | None = None
+    act_order: bool = False           # GPTQ desc_act=True with groups (group activation ordering)
     act_format: str = "none"
     act_granularity: str | None = None
     act_dynamic: bool | None = None
@@ -148,6 +150,17 @@ def _check(g: Gate, ctx: Context) -> str | None:  # noqa: C901 - one branch per 
         return None if L.producer in g.producer_in else f"only for {', '.join(g.producer_in)} checkpoints (this one: {L.producer})"
     if c == "producer_not_in":
         return None if L.producer not in g.producer_not_in else f"not for {L.producer} checkpoints"
+    if c == "act_order":
+        if L.act_order == g.act_order:
+            return None
+        return ("uses GPTQ group activation ordering (desc_act=True with groups)" if L.act_order
+                else "needs GPTQ group activation ordering")
+    if c == "quant_method_in":
+        qm = (L.quant_method or "").upper()
+        return None if qm in g.quant_method_in else f"only for {', '.join(g.quant_method_in)} checkpoints"
+    if c == "quant_method_not_in":
+        qm = (L.quant_method or "").upper()
+        return None if qm not in g.quant_method_not_in else f"not for {qm} checkpoints"
     if c == "weight_format_in":
         return None if L.weight_format in g.weight_format_in else f"weights must be {' or '.join(g.weight_format_in)} (here: {L.weight_format})"
     if c == "weight_granularity_in":

@@ -41,12 +41,14 @@ def _bits_like(scheme: str) -> str:
     return "INT4" if scheme.startswith("W4") else "INT8" if scheme.startswith("W8") else "BF16"
 
 
-def _primary(exp: Explanation) -> LayerDecision | None:
-    """The decision that moves most weight bytes: quantized experts, else quantized dense layers."""
+def _primary(exp: Explanation, shares: dict[str, float] | None = None) -> LayerDecision | None:
+    """The decision that moves most weight bytes: quantized experts, else quantized dense layers (in a
+    mixed checkpoint, the scheme with the largest byte share)."""
+    shares = shares or {}
     for cls in ("moe_experts", "dense_linear"):
         ds = [d for d in exp.decisions if d.layer_class == cls and d.checkpoint_scheme not in ("BF16", "FP16")]
         if ds:
-            return ds[0]
+            return max(ds, key=lambda d: shares.get(d.checkpoint_scheme, 0.0))
     for cls in ("dense_linear", "moe_experts"):
         ds = [d for d in exp.decisions if d.layer_class == cls]
         if ds:
@@ -54,13 +56,15 @@ def _primary(exp: Explanation) -> LayerDecision | None:
     return None
 
 
-def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool) -> str:
+def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool, mixed: bool = False) -> str:
     ck, eff, act = d.checkpoint_scheme, d.effective_scheme, d.activation_dtype
     fmt = weight_format(ck if ck not in ("BF16", "FP16") else eff)
     mma = MMA_WORDS.get(d.mma, d.mma)
     actw = _ACT_WORDS.get(act, act.upper())
     head = f"On your {gpu.name} this {scheme_words(ck)} checkpoint" if lead else f"The {_class_words(d)} ({scheme_words(ck)})"
     runs = "runs" if lead else "run"
+    if lead and mixed:
+        head, runs = f"On your {gpu.name} the {scheme_words(ck)} layers of this mixed checkpoint", "run"
     if d.dequant == "cpu" and lead:
         head, runs = f"On your {gpu.name} the {_class_words(d)} of this {scheme_words(ck)} checkpoint", "run"
     if d.dequant == "cpu":
@@ -136,7 +140,8 @@ def _class_words(d: LayerDecision) -> str:
 def summarize(exp: Explanation, ck: CheckpointInfo, gpu: GpuSpec, engine_name: str) -> str:
     parts: list[str] = []
     failing = [d for d in exp.decisions if not d.runs]
-    primary = _primary(exp)
+    primary = _primary(exp, ck.scheme_shares)
+    mixed = len(ck.scheme_shares) > 1
     if failing:
         f = failing[0]
         what = f"the {_class_words(f)} ({f.checkpoint_scheme})"
@@ -150,7 +155,7 @@ def summarize(exp: Explanation, ck: CheckpointInfo, gpu: GpuSpec, engine_name: s
             if remedy:
                 parts.append(f"Remedy: {remedy}")
     if primary is not None and primary.runs:
-        parts.append(_sentence_for(primary, gpu, lead=not failing))
+        parts.append(_sentence_for(primary, gpu, lead=not failing, mixed=mixed))
         parts += _unused_sentence(primary, gpu, engine_name)
         for d in exp.decisions:
             if d is primary or not d.runs or d.layer_class not in ("dense_linear", "moe_experts"):
@@ -163,7 +168,8 @@ def summarize(exp: Explanation, ck: CheckpointInfo, gpu: GpuSpec, engine_name: s
     kv = next((d for d in exp.decisions if d.layer_class == "attention_kv"), None)
     if kv is not None and kv.runs:
         parts.append(f"Attention runs on {kv.kernel} with the KV cache stored as {kv.kv_cache_dtype}.")
-    nwarn = sum(len(d.warnings) for d in exp.decisions)
+    # engines print each distinct message once (vLLM: logger.warning_once, keyed on the text)
+    nwarn = len({w.text for d in exp.decisions for w in d.warnings})
     if nwarn:
         parts.append(f"{engine_name} prints {nwarn} warning{'s' if nwarn > 1 else ''} for this combination; "
                      "what each really means is listed below.")

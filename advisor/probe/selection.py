@@ -42,7 +42,7 @@ def resolve_gpus(probe: ProbeResult | None, gpu_arg: str | None, count: int | No
     n = count or 1
     if here and n <= len(here):
         use = here[:n]
-        return GpuSelection(use[0].spec, n, "probed", f"{n} of {len(here)} probed {spec.name}",
+        return GpuSelection(use[0].spec, n, "probed", f"{n} of {len(here)} probed {spec.name}" + _mig_note(use),
                             tuple(d.index for d in use))
     reason = f"{len(here)} in this box" if here else "not in this box"
     return GpuSelection(spec, n, "what-if", f"what-if: {n} x {spec.name} ({reason})")
@@ -67,4 +67,18 @@ def _auto(probe: ProbeResult | None, count: int | None) -> GpuSelection:
     note = f"probed: {n} x {here[0].spec.name}"
     if others:
         note += f" (most common model; also here: {', '.join(others)})"
-    return GpuSelection(here[0].spec, n, "probed", note, tuple(d.index for d in here[:n]))
+    return GpuSelection(here[0].spec, n, "probed", note + _mig_note(here[:n]), tuple(d.index for d in here[:n]))
+
+
+def _mig_note(devices) -> str:
+    """A MIG-enabled card is planned as the whole card; an engine there sees one slice only."""
+    parts = []
+    for d in devices:
+        if d.nvml.mig_current:
+            slices = d.nvml.mig_devices
+            sizes = sorted({(m.sm_count, round(m.memory_total_bytes / 2**30, 1)) for m in slices
+                            if m.sm_count and m.memory_total_bytes})
+            what = ", ".join(f"{sm} SMs / {gib:g} GiB" for sm, gib in sizes) or "size N/A"
+            parts.append(f"GPU {d.index} has MIG on ({len(slices)} slice(s): {what}): an engine runs on one "
+                         "slice, so this whole-card plan is optimistic; disable MIG or plan for the slice")
+    return "; " + "; ".join(parts) if parts else ""

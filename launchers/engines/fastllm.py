@@ -30,6 +30,11 @@ def build(s, version, note) -> LaunchCommand:
     if s.served_model_name:
         argv += ["--model_name", s.served_model_name]
         notes.append("FastLLM checks the model name in each request: clients must send it exactly")
+    placed = any(a.split("=", 1)[0] in ("--moe_device", "--device") for a in s.extra_args)
+    if s.checkpoint_moe and s.tp <= 1 and not placed:
+        warnings.append("MoE checkpoint on one GPU: FastLLM puts the experts on the CPU by default (--moe_device cpu, "
+                        "tools/fastllm_pytools/util.py:818-826@d3aea32), so they run at CPU speed; when they fit in "
+                        "GPU memory add --extra-arg=--moe_device --extra-arg=cuda")
     if s.tp > 1:
         argv += ["--tp", str(s.tp)]
         if (s.checkpoint_scheme or "").upper() == "W4A16-INT4":
@@ -74,6 +79,8 @@ def build(s, version, note) -> LaunchCommand:
             raise Unsupported(f"FastLLM has no speculative method {sp.method!r} (mtp, dflash, dspark)")
     if s.api_key:
         argv += ["--api_key", s.api_key]
+        notes.append("the API key is passed on the command line: other users of this machine can see it "
+                     "in the process list")
     if not s.cuda_graphs:
         env.append(("FASTLLM_CUDA_GRAPH", "0"))
     argv += ["--startup-progress", "ndjson"]

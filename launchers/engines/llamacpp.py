@@ -42,9 +42,12 @@ def build(s, version, note) -> LaunchCommand:
         if sp.method != "ngram":
             argv += ["--spec-draft-model", need_draft("llama.cpp", sp), "-ngld", "all"]
         argv += ["--spec-draft-n-max", str(sp.draft_tokens)]
-    if s.api_key:
-        argv += ["--api-key", s.api_key]
     env = visible_devices(s)
+    if s.api_key:
+        # --api-key is registered with set_env("LLAMA_API_KEY") (common/arg.cpp): the environment keeps
+        # the key out of the world-readable process list.
+        env.append(("LLAMA_API_KEY", s.api_key))
+        notes.append("the API key goes in LLAMA_API_KEY (kept out of the process list)")
     if not s.cuda_graphs:
         env.append(("GGML_CUDA_DISABLE_GRAPHS", "1"))
     check_removed("llama.cpp", version, s.extra_args, REMOVED)

@@ -90,6 +90,8 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--disable-radix-cache"]
     if s.api_key:
         argv += ["--api-key", s.api_key]
+        notes.append("the API key is passed on the command line: other users of this machine can see it "
+                     "in the process list")
     check_removed("sglang", version, s.extra_args, REMOVED)
     if "--enable-dp-attention" in s.extra_args:
         warnings.append("--enable-dp-attention is deprecated; use --attn-dp-size N (server_args.py L420-427)")

@@ -26,8 +26,11 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--pp_size", str(s.pp)]
     if s.max_batch is not None:
         argv += ["--max_batch_size", str(s.max_batch)]
-    if s.max_batched_tokens:
-        argv += ["--max_num_tokens", str(s.max_batched_tokens)]
+    # With chunked prefill a prompt is cut into pieces of at most --max_num_tokens (the per-step token
+    # budget): that is where a chunk size goes when no budget is given.
+    budget = s.max_batched_tokens or (s.chunked_prefill or None)
+    if budget:
+        argv += ["--max_num_tokens", str(budget)]
     if s.max_model_len is not None:
         argv += ["--max_seq_len", str(s.max_model_len)]
     if s.memory_share is not None:
@@ -35,6 +38,9 @@ def build(s, version, note) -> LaunchCommand:
         notes.append("TensorRT-LLM's fraction is of the memory left free AFTER the weights, not of the whole GPU")
     if s.chunked_prefill:
         argv += ["--enable_chunked_prefill"]
+        if s.max_batched_tokens and s.max_batched_tokens != s.chunked_prefill:
+            notes.append(f"TensorRT-LLM has no chunk-size flag: chunks follow --max_num_tokens {s.max_batched_tokens}, "
+                         f"not {s.chunked_prefill}")
     extra: dict = {}
     kv = map_value("trtllm", "KV cache dtype", s.kv_cache_dtype, KV)
     if kv != "auto":

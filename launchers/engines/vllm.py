@@ -77,11 +77,16 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--distributed-executor-backend", "ray"]
         steps = ray_steps(s)
         notes.append(f"run the server on the Ray head; TP {s.tp} x PP {s.pp} spans {s.nodes} nodes")
+    env = visible_devices(s)
     if s.api_key:
-        argv += ["--api-key", s.api_key]
-        notes.append("vLLM's --api-key guards /v1 routes only; /health and /metrics stay open")
+        # The environment, not --api-key: argv is world-readable in the process list (/proc/PID/cmdline),
+        # and vLLM logs its non-default args. vLLM reads VLLM_API_KEY when --api-key is unset
+        # (vllm/entrypoints/openai/api_server.py: `args.api_key or envs.VLLM_API_KEY`).
+        env.append(("VLLM_API_KEY", s.api_key))
+        notes.append("the API key goes in VLLM_API_KEY (kept out of the process list); "
+                     "it guards /v1 routes only, /health and /metrics stay open")
     check_removed("vllm", version, s.extra_args, REMOVED)
     argv += list(s.extra_args)
-    env = visible_devices(s) + list(s.extra_env)
+    env += list(s.extra_env)
     return LaunchCommand(settings=s, version=version, version_note=note, argv=tuple(argv), env=tuple(env),
                          steps=steps, warnings=tuple(warnings), notes=tuple(notes))

@@ -13,10 +13,10 @@ import pytest
 
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.checkpoint.model import ModuleGroup
-from advisor.checkpoint.report import _layers_text, compact_bytes, to_doc
+from advisor.checkpoint.report import _layers_text, compact_bytes, human_bytes, to_doc
 from advisor.checkpoint.schemes import BF16, NO_ACT
 from advisor.cli import main, renderables
-from advisor.doc import Table
+from advisor.doc import Bullets, Table
 from tests.conftest import ROOT
 
 from ckpt_builders import LLAMA_CONFIG, llama_tensors, write_checkpoint
@@ -123,3 +123,75 @@ def test_fifo_shard_is_refused_not_waited_on(tmp_path):
                           env=env, timeout=60)
     assert proc.returncode == 3
     assert "not a regular file" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def _pairs(doc) -> dict:
+    return dict(next(b for b in doc.blocks if hasattr(b, "pairs")).pairs)
+
+
+def test_lone_file_and_unknown_config_do_not_print_zero_sizes(tmp_path):
+    tensors = llama_tensors("bf16")
+    lone = write_checkpoint(tmp_path / "lone", tensors, None) / "model.safetensors"
+    pairs = _pairs(to_doc(inspect_checkpoint(str(lone))))
+    assert pairs["architecture"] == "unknown (no config.json), 2 layers seen in tensor names"
+    assert pairs["kv layers"].startswith("N/A")
+    odd = write_checkpoint(tmp_path / "odd", tensors, {"model_type": "gpt2", "n_layer": 2, "n_embd": 128})
+    info = inspect_checkpoint(str(odd))
+    assert info.arch.num_layers == 2                       # from the tensor names, not 0 from the config
+    pairs = _pairs(to_doc(info))
+    assert "hidden N/A" in pairs["architecture"] and "hidden 0" not in pairs["architecture"]
+    assert pairs["kv layers"].startswith("N/A")
+
+
+class LocalEntryNotFoundError(Exception):
+    """Same class name as huggingface_hub's offline / unreachable error (matched by name)."""
+
+
+def test_mistyped_local_path_never_goes_to_the_hub(tmp_path, monkeypatch, capsys):
+    from advisor.checkpoint import hub
+
+    calls = []
+
+    class Api:
+        @staticmethod
+        def hf_hub_download(repo_id, filename, revision=None):
+            calls.append((repo_id, filename))
+            raise LocalEntryNotFoundError("offline")
+
+    monkeypatch.setattr(hub, "_api", lambda: Api)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    assert main(["inspect", "models/llama"]) == 3
+    assert capsys.readouterr().err.strip() == "nvfp4-advisor: error: models/llama: no such file or folder"
+    assert calls == []
+    # a real hub id that cannot be fetched: both readings are named, in one line
+    assert main(["inspect", "org/model@v1"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert calls == [("org/model", "config.json")]
+    assert "no local folder of that name" in err and "hub cannot be reached" in err and "\n" not in err
+
+
+def test_producer_line_does_not_repeat_itself():
+    assert _pairs(to_doc(inspect_checkpoint("demo:llama-3.1-8b-gptq-int4")))["producer"] == "gptq"
+    assert _pairs(to_doc(inspect_checkpoint("demo:qwen3-8b-nvfp4")))["producer"] == "modelopt (NVFP4)"
+
+
+def test_two_copies_of_the_weights_are_refused_not_double_counted(tmp_path, capsys):
+    folder = write_checkpoint(tmp_path / "ck", llama_tensors("bf16"), LLAMA_CONFIG)
+    single = inspect_checkpoint(str(folder / "model.safetensors")).totals.stored_bytes
+    (folder / "consolidated.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    assert main(["inspect", str(folder)]) == 3
+    err = capsys.readouterr().err
+    assert "is in both consolidated.safetensors and model.safetensors" in err and "\n" not in err.strip()
+    # one file of the two still inspects, at its own size
+    assert inspect_checkpoint(str(folder / "consolidated.safetensors")).totals.stored_bytes == single
+
+
+def test_kept_list_adds_up_to_its_title():
+    info = inspect_checkpoint("demo:qwen3-30b-a3b-nvfp4")
+    kept = next(b for b in to_doc(info).blocks if isinstance(b, Bullets) and (b.title or "").startswith("Kept"))
+    assert any(i.startswith("embed_tokens (embed)") for i in kept.items)
+    small = [i for i in kept.items if "small group(s)" in i]
+    assert len(small) == 1 and "norm" in small[0]
+    norms = sum(g.stored_bytes for g in info.kept_bf16 if g.role == "norm")
+    assert norms > 0 and human_bytes(norms) in small[0]

@@ -73,3 +73,32 @@ def test_human_output_renders(capsys):
 def test_every_shipped_workload_plans(capsys, workload):
     code, doc = run_json(capsys, "demo:qwen3-30b-a3b-fp8", "--gpu", "h100-sxm", "--workload", workload)
     assert code == 0 and doc["workload"]["name"] == workload
+
+
+def test_warnings_come_before_the_long_tables(capsys):
+    """A 30B MoE does not fit a 16 GB T4: that must be read before the trade-off and assumption tables."""
+    assert main(["plan", "demo:qwen3-30b-a3b-nvfp4", "--gpu", "t4"]) == 0
+    out = capsys.readouterr().out
+    assert "do not fit" in out
+    assert out.index("Warnings") < out.index("Decode under concurrency") < out.index("Assumptions")
+
+
+def test_turing_plan_recommends_an_fp16_kv_cache(capsys):
+    """The checkpoint's FP8 KV cannot run on a T4 (vLLM: 'Re-run with --kv-cache-dtype float16')."""
+    code, doc = run_json(capsys, "demo:qwen3-8b-nvfp4", "--gpu", "t4")
+    assert code == 0
+    rec = doc["recommendation"]
+    assert rec["kv_cache_dtype"] == "float16" and rec["flags"]["--kv-cache-dtype"] == "float16"
+    assert "bfloat16" not in doc["predictions"]["kv_pool_tokens"]
+
+
+@pytest.mark.parametrize("engine,gpu,expected", [
+    ("vllm", "t4", "float16"), ("vllm", "rtx-3090", "bfloat16"),
+    ("sglang", "t4", "auto"),          # SGLang has no FP16 KV value: auto = the FP16 model dtype
+    ("fastllm", "rtx-3090", "float16"),  # FastLLM computes in FP16 even on BF16 GPUs
+])
+def test_one_16bit_kv_candidate_in_the_model_dtype(capsys, engine, gpu, expected):
+    code, doc = run_json(capsys, "demo:llama-3.1-8b-gptq-int4", "--gpu", gpu, "--engine", engine)
+    assert code == 0
+    sixteen = [k for k in doc["predictions"]["kv_pool_tokens"] if k in ("auto", "bf16", "bfloat16", "float16")]
+    assert sixteen == [expected]

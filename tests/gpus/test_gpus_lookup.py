@@ -22,6 +22,13 @@ def test_get_gpu_unknown_lists_close_matches():
     assert info.value.exit_code == EXIT_USAGE
 
 
+def test_get_gpu_partial_id_suggests_ids_containing_it_first():
+    with pytest.raises(UsageError) as info:
+        get_gpu("3090")
+    hint = str(info.value).split("close matches: ")[1].split(" (")[0].split(", ")
+    assert hint[:2] == ["rtx-3090", "rtx-3090-ti"]
+
+
 def test_get_gpu_unknown_without_matches():
     with pytest.raises(UsageError, match="unknown GPU"):
         get_gpu("zzzzzzzz")

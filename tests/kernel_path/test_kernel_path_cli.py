@@ -136,3 +136,43 @@ def test_fastllm_int4_on_two_gpus_falls_to_the_cpu(capsys):
     dense = next(d for d in doc["explanation"]["decisions"]
                  if d["layer_class"] == "dense_linear" and d["checkpoint_scheme"] == "W4A16-INT4")
     assert dense["kernel"] == "INT4 group Marlin (W4A16)"
+
+
+def test_mixed_checkpoint_summary_leads_with_its_largest_scheme(capsys):
+    """nvidia/Qwen3.6-27B-NVFP4: 59 % of quantized bytes are W4A16 NVFP4 MLPs, 41 % FP8 attention/GDN."""
+    code, doc = _json(capsys, ["explain", "demo:qwen3.6-27b-nvfp4-mixed", "--gpu", "rtx-5090"])
+    assert code == 0
+    summary = doc["explanation"]["summary"]
+    assert summary.startswith("On your GeForce RTX 5090 the W4A16 NVFP4 layers of this mixed checkpoint")
+    assert summary.index("W4A16 NVFP4") < summary.index("W8A8 FP8")
+
+
+def test_a_message_printed_once_is_counted_once(capsys):
+    """Dense and MoE Marlin print the same FP4 text; vLLM logs it with warning_once."""
+    code, doc = _json(capsys, ["explain", "demo:qwen3-30b-a3b-nvfp4", "--gpu", "rtx-3090"])
+    assert code == 0
+    texts = [w["text"] for d in doc["explanation"]["decisions"] for w in d["warnings"]]
+    assert len(texts) > len(set(texts)) == 1
+    assert "prints 1 warning for" in doc["explanation"]["summary"]
+
+
+def test_modelopt_mixed_precision_is_not_refused_on_turing(capsys):
+    """ModelOptMixedPrecisionConfig.get_min_capability() = 75 (modelopt.py:1647-1656@0.33.0): its FP8
+    layers run weight-only through Marlin; only plain ModelOpt FP8 needs sm_80."""
+    code, doc = _json(capsys, ["explain", "demo:qwen3.6-27b-nvfp4-mixed", "--gpu", "t4", "--kv-cache-dtype", "float16"])
+    assert code == 0
+    fp8 = next(d for d in doc["explanation"]["decisions"] if d["checkpoint_scheme"] == "W8A8-FP8")
+    assert fp8["runs"] and fp8["kernel"] == "MarlinFP8ScaledMMLinearKernel"
+    assert fp8["effective_scheme"] == "W8A16-FP8"
+    assert "Minimum capability: 80" not in json.dumps(doc)
+
+
+def test_sglang_mixed_precision_fp8_layers_take_marlin_on_ampere(capsys):
+    """SGLang's modelopt_mixed config has the FP4 config's minimum (sm_80), not ModelOpt FP8's sm_89;
+    its FP8 layers go through ModelOptFp8LinearMethod's automatic Marlin branch on sm_80-88."""
+    code, doc = _json(capsys, ["explain", "demo:qwen3.6-27b-nvfp4-mixed", "--gpu", "rtx-3090", "--engine", "sglang"])
+    assert code == 0
+    fp8 = next(d for d in doc["explanation"]["decisions"] if d["checkpoint_scheme"] == "W8A8-FP8")
+    assert fp8["runs"] and fp8["effective_scheme"] == "W8A16-FP8" and fp8["mma"] == "hmma_bf16"
+    code, doc = _json(capsys, ["explain", "demo:qwen3.6-27b-nvfp4-mixed", "--gpu", "t4", "--engine", "sglang"])
+    assert code == 4 and "modelopt_mixed is not supported" in json.dumps(doc)

@@ -61,9 +61,8 @@ CASES = [
     ("vllm", "nvfp4-w4a4", "b200", NO_FI, "dense_linear", "CutlassNvFp4LinearKernel", "W4A4-NVFP4", {}),
     ("vllm", "nvfp4-w4a4", "thor", D, "dense_linear", "FlashInferCutlassNvFp4LinearKernel", "W4A4-NVFP4", {}),
     ("vllm", "nvfp4-w4a4", "thor", NO_FI, "dense_linear", "CutlassNvFp4LinearKernel", "W4A4-NVFP4", {}),
-    # Humming's NVFP4 linear passes no input config: default 16-bit input schema (humming_utils.py:56-73)
-    ("vllm", "nvfp4-w4a4", "h100", D, "dense_linear", "HummingNvFp4LinearKernel", "W4A16-NVFP4",
-     {"act": "bf16", "mma": "wgmma_bf16"}),
+    ("vllm", "nvfp4-w4a4", "h100", D, "dense_linear", "HummingNvFp4LinearKernel", "W4A8-FP8",
+     {"act": "fp8_e4m3", "mma": "wgmma_e4m3"}),
     ("vllm", "nvfp4-w4a4", "h100", NO_HUMMING, "dense_linear", "MarlinNvFp4LinearKernel", "W4A16-NVFP4", {}),
     ("vllm", "nvfp4-w4a4-ct", "rtx-3090", D, "dense_linear", "MarlinNvFp4LinearKernel", "W4A16-NVFP4", {}),
     ("vllm", "nvfp4-w4a4", "v100", D, "dense_linear", None, "W4A4-NVFP4", {"error": "no kernel image"}),
@@ -161,8 +160,15 @@ CASES = [
     ("vllm", "bf16", "t4", kv("fp8"), "attention_kv", None, "KV fp8_e4m3",
      {"error": "Re-run with --kv-cache-dtype float16", "remedy": True}),
     ("vllm", "bf16", "t4", D, "attention_kv", "TRITON_ATTN", "KV fp16", {}),
+    # triton_attn.py:525-532: a bfloat16 KV cache needs sm_80
+    ("vllm", "bf16", "t4", kv("bfloat16"), "attention_kv", None, "KV bf16", {"error": "requires SM80+"}),
+    ("vllm", "bf16", "t4", kv("float16"), "attention_kv", "TRITON_ATTN", "KV fp16", {}),
     ("vllm", "bf16", "h100", kv("fp8"), "attention_kv", "FLASH_ATTN", "KV fp8_e4m3", {"mma": "wgmma_e4m3"}),
     ("vllm", "bf16", "b200", kv("fp8"), "attention_kv", "FLASHINFER", "KV fp8_e4m3", {}),
+    # per-token-head INT8/INT4 KV is a Triton-attention-only dtype (cache.py:44-67, triton_attn.py:326-336)
+    ("vllm", "bf16", "t4", kv("int8_per_token_head"), "attention_kv", "TRITON_ATTN", "KV int8_per_token_head", {}),
+    ("vllm", "bf16", "h100", kv("int4_per_token_head"), "attention_kv", "TRITON_ATTN", "KV int4_per_token_head",
+     {"mma": "wgmma_bf16"}),
     ("vllm", "bf16", "rtx-3090", D, "attention_kv", "FLASH_ATTN", "KV bf16", {}),
     ("vllm", "bf16", "rtx-5090", kv("nvfp4"), "attention_kv", "FLASHINFER (FA2 path)", "KV nvfp4", {}),
     ("vllm", "bf16", "b200", kv("nvfp4"), "attention_kv", "FLASHINFER (TRT-LLM attention)", "KV nvfp4", {}),
@@ -280,3 +286,37 @@ def test_unquantized_moe_backend(g, model_type, kernel):
     exp = explain(checkpoint("bf16", moe=True, model_type=model_type), gpu(g))
     d = next(d for d in exp.decisions if d.layer_class == "moe_experts")
     assert d.kernel == kernel
+
+
+@pytest.mark.parametrize("engine,declared,expected", [
+    ("vllm", "fp8", "fp8_e4m3"),        # torch_utils.py:443-514: modelopt kv_cache_quant_algo
+    ("sglang", "fp8", "fp8_e4m3"),      # kv_cache_dtype.py:49-57: auto + FP8 -> fp8_e4m3
+    ("sglang", "nvfp4", "bf16"),        # SGLang's auto only picks up FP8: model dtype otherwise
+])
+def test_auto_kv_follows_a_declared_modelopt_kv_cache(engine, declared, expected):
+    exp = explain(checkpoint("nvfp4-w4a4", kv=declared), gpu("h100"), engine=engine, options=D)
+    d = next(d for d in exp.decisions if d.layer_class == "attention_kv")
+    assert d.kv_cache_dtype == expected
+
+
+@pytest.mark.parametrize("raw,moe,runs", [
+    ({"quant_method": "gptq", "desc_act": True, "group_size": 128}, False, False),
+    ({"quant_method": "gptq", "desc_act": True, "group_size": 128}, True, False),
+    ({"quant_method": "gptq", "desc_act": True, "group_size": -1}, False, True),   # ordering is a no-op
+    ({"quant_method": "gptq", "desc_act": False, "group_size": 128}, False, True),
+])
+def test_vllm_refuses_gptq_group_act_order(raw, moe, runs):
+    """utils/gptq_utils.py:23-37@0.33.0: desc_act=True with groups raises before any weight loads."""
+    from dataclasses import replace
+
+    ck = replace(checkpoint("gptq-int4", moe=moe), raw_quant_config=raw)
+    for g in ("rtx-3090", "h100"):
+        exp = explain(ck, gpu(g), engine="vllm", options=D)
+        cls = "moe_experts" if moe else "dense_linear"
+        d = next(d for d in exp.decisions if d.layer_class == cls and d.checkpoint_scheme == "W4A16-INT4")
+        assert d.runs is runs
+        if not runs:
+            assert "desc_act=True" in d.error and not exp.runs
+    # the other engines load act-order GPTQ
+    exp = explain(ck, gpu("rtx-3090"), engine="sglang", options=D)
+    assert all(d.runs for d in exp.decisions if d.checkpoint_scheme == "W4A16-INT4")

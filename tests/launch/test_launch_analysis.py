@@ -155,6 +155,9 @@ def test_launch_cli_dry_run_profile_roundtrip(capsys, monkeypatch):
     again = json.loads(capsys.readouterr().out)
     assert again["command"]["argv"] == first["command"]["argv"]
     assert main(["launch", "--profile", "nope", "--dry-run"]) == 3
+    monkeypatch.delenv("L6_KEY")               # the profile names the variable; say so when it is unset
+    assert main(["launch", "--profile", "sg", "--dry-run"]) == 2
+    assert "launch profile 'sg' reads the API key from L6_KEY" in capsys.readouterr().err
     assert main(["launch", "/m", "--engine", "vllm", "--kv-cache-dtype", "q4_0", "--dry-run"]) == 4
 
 

@@ -91,6 +91,24 @@ def test_percentiles_and_loopback_only():
     with pytest.raises(UsageError, match="127.0.0.1"):
         bench.check_url("http://example.com:8000")
     assert bench.check_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000"
+    with pytest.raises(UsageError, match="with its scheme, e.g. http://127.0.0.1:8000"):
+        bench.check_url("127.0.0.1:8000")        # the host is fine: say what is missing
+
+
+def test_nothing_listening_fails_at_once(capsys):
+    import socket
+    import time
+
+    from advisor.cli import main
+
+    with socket.socket() as s:                 # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    rc = main(["bench", "--url", f"http://127.0.0.1:{port}", "--model", "m", "--shots", "3"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "no server answers" in err
+    assert "shot 1/3" not in err and time.monotonic() - t0 < 10    # no round of failing requests first
 
 
 def test_bench_cli_against_fake_server(sse, capsys):
@@ -128,6 +146,31 @@ def test_bench_cli_verdict_against_plan(sse, capsys, tmp_path):
     assert agg["metric"].startswith("aggregate") and agg["status"] == "below"
 
 
+def test_verdict_against_a_what_if_plan_names_it_first(sse, capsys, tmp_path):
+    import json
+
+    from advisor.cli import main
+
+    srv = sse(tokens=6, interval_s=0.02, ttft_s=0.01)
+    plan = {"gpu": {"id": "rtx-5090", "selection": "what-if: 1 x GeForce RTX 5090 (not in this box)"},
+            "predictions": {"decode_tok_s": 500.0}, "recommendation": {"kv_cache_dtype": "fp8"}}
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps(plan))
+    rc = main(["bench", "--url", srv.url, "--plan", str(p), "--max-tokens", "6", "--shots", "1",
+               "--long-prompt-words", "0", "--json"])
+    (single,) = json.loads(capsys.readouterr().out)["verdicts"]
+    assert rc == 0 and single["status"] == "below"
+    first = single["causes"][0]
+    assert first["checked"] and "what-if" in first["text"] and "RTX 5090 (not in this box)" in first["evidence"]
+    # a plan for the probed cards carries no such cause
+    plan["gpu"]["selection"] = "probed: 1 x GeForce RTX 5090"
+    p.write_text(json.dumps(plan))
+    main(["bench", "--url", srv.url, "--plan", str(p), "--max-tokens", "6", "--shots", "1",
+          "--long-prompt-words", "0", "--json"])
+    (single,) = json.loads(capsys.readouterr().out)["verdicts"]
+    assert not any("what-if" in c["text"] for c in single["causes"])
+
+
 def test_launch_cli_dry_run_from_plan(capsys, tmp_path):
     import json
 
@@ -144,3 +187,7 @@ def test_launch_cli_dry_run_from_plan(capsys, tmp_path):
     assert pairs["--kv-cache-dtype"] == "fp8" and pairs["--max-num-seqs"] == "12" and pairs["--port"] == "8123"
     assert pairs["--tensor-parallel-size"] == "2" and pairs["--gpu-memory-utilization"] == "0.88"
     assert json.loads(pairs["--speculative-config"]) == {"method": "mtp", "num_speculative_tokens": 2}
+    plan["engine"] = {"name": "vllm", "version": "0.33"}        # as `plan --json` writes it
+    p.write_text(json.dumps(plan))
+    assert main(["launch", "/models/m", "--engine", "sglang", "--plan", str(p), "--dry-run"]) == 2
+    assert "is a plan for vllm: launch --engine vllm" in capsys.readouterr().err

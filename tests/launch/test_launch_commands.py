@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -152,7 +154,17 @@ def test_json_form_is_serialisable():
 
     cmd = build_command(ServeSettings(engine="vllm", model="/m", api_key="k-123456"))
     out = dumps(document("launch", {"command": cmd}))
-    assert json.loads(out)["command"]["argv"][-1] == "***"
+    assert json.loads(out)["command"]["env"]["VLLM_API_KEY"] == "***"
+    assert "k-123456" not in out
+
+
+@pytest.mark.parametrize("engine,var", [("vllm", "VLLM_API_KEY"), ("llamacpp", "LLAMA_API_KEY")])
+def test_api_key_travels_in_the_environment_not_argv(engine, var):
+    # argv is world-readable (/proc/PID/cmdline, `ps`); both engines read the key from `var`
+    cmd = build_command(ServeSettings(engine=engine, model="/m", api_key="sk-env-0123456789"))
+    assert not any("sk-env" in a for a in cmd.argv) and "--api-key" not in cmd.argv
+    assert dict(cmd.env)[var] == "sk-env-0123456789"
+    assert "sk-env" not in cmd.display() and f"{var}='***'" in cmd.display()
 
 
 def test_display_lines_are_valid_shell_and_redacted():
@@ -164,8 +176,50 @@ def test_display_lines_are_valid_shell_and_redacted():
     for line in (cmd.display(), cmd.display_multiline()):
         assert "sk-live" not in line
         # bash parses the copyable line back into the same argv (program replaced by printf)
-        script = "printf '%s\\0' " + line.split(" ", 1)[1].split(" ", 1)[1]
+        words = line.replace(" \\\n  ", " ").split(" ")
+        program = next(i for i, w in enumerate(words) if "=" not in w)       # after the VAR=value words
+        script = "printf '%s\\0' " + " ".join(words[program + 1:])
         out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
         expected = [a if a != s.api_key else "***" for a in cmd.argv[1:]]
         assert out.split("\0")[:-1] == expected
     assert len(cmd.display_multiline().splitlines()) > 3
+
+
+def test_version_from_noisy_version_output():
+    from launchers.versions import version_from_output
+
+    vllm = ("INFO 12-02 14:18:15 [__init__.py:216] Automatically detected platform cuda.\n"
+            "WARNING Tried to allocate 2.00 GiB earlier\n0.33.0\n")
+    assert version_from_output(vllm) == "0.33.0"
+    assert version_from_output("0.34.0rc1.dev12+g1a2b3c\n") == "0.34.0rc1.dev12+g1a2b3c"
+    assert version_from_output("version: 5191 (c7f3169)\nbuilt with cc 13.2 for x86_64\n") == "5191"
+    assert version_from_output("INFO loaded 1.5 GiB of weights\nusage: vllm [-h]\n") is None
+
+
+def test_fastllm_moe_on_one_gpu_warns_experts_on_cpu():
+    moe = ServeSettings(engine="fastllm", model="/m", checkpoint_moe=True)
+    (w,) = [w for w in build_command(moe).warnings if "MoE" in w]
+    assert "--moe_device cpu" in w and "--moe_device --extra-arg=cuda" in w
+    # TP places the experts on the GPUs; an explicit placement is the user's choice; dense models: nothing
+    for s in (replace(moe, tp=2), replace(moe, extra_args=("--moe_device", "cuda")),
+              replace(moe, checkpoint_moe=False)):
+        assert not any("MoE" in w for w in build_command(s).warnings)
+
+
+def test_launch_cli_reads_moe_from_the_checkpoint(capsys):
+    from advisor.cli import main
+
+    demo = Path(__file__).resolve().parents[2] / "profiles" / "demo"
+    assert main(["launch", str(demo / "qwen3-30b-a3b-nvfp4"), "--engine", "fastllm", "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["command"]
+    assert out["settings"]["checkpoint_moe"] is True and any("MoE" in w for w in out["warnings"])
+    assert main(["launch", str(demo / "qwen3-8b-nvfp4"), "--engine", "fastllm", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["command"]["settings"]["checkpoint_moe"] is False
+
+
+def test_trtllm_chunk_size_becomes_the_token_budget():
+    a = list(build_command(ServeSettings(engine="trtllm", model="/m", chunked_prefill=4096)).argv)
+    assert "--enable_chunked_prefill" in a and a[a.index("--max_num_tokens") + 1] == "4096"
+    both = build_command(ServeSettings(engine="trtllm", model="/m", chunked_prefill=4096, max_batched_tokens=8192))
+    a = list(both.argv)
+    assert a[a.index("--max_num_tokens") + 1] == "8192" and any("4096" in n for n in both.notes)

@@ -126,6 +126,28 @@ def test_leftover_found_and_stopped_by_next_start(tmp_path):
     first.stop()
 
 
+def test_new_server_on_a_leftovers_port_keeps_the_leftover_record(tmp_path):
+    # The leader died (SIGKILL, like a parent-death kill) but its worker lives on in the group and
+    # the port is free again: the next server on that port must not erase the leftover's record.
+    port = free_port()
+    old = server(fake("ignore_term", "sglang", port), tmp_path).start()
+    old.wait_ready(30, poll_s=0.1)
+    worker = [p.pid for p in old.processes() if p.pid != old.pid][0]
+    old.proc.kill()
+    old.proc.wait()
+    new = server(fake("ready", "vllm", port), tmp_path).start()
+    try:
+        new.wait_ready(30, poll_s=0.1)
+        assert {r.pid for r in pidfile.leftovers(tmp_path / "records")} == {old.pid, new.pid}
+    finally:
+        new.stop()
+    (rec,) = pidfile.leftovers(tmp_path / "records")        # still findable after the new one stopped
+    assert rec.pid == old.pid and not gone(worker)
+    res = stop_leftover(rec, int_timeout_s=0.3, term_timeout_s=0.3, kill_timeout_s=5)
+    assert res.signal == "SIGKILL" and gone(worker)
+    assert pidfile.leftovers(tmp_path / "records") == []
+
+
 CHILD = """
 import sys, time
 sys.path.insert(0, {root!r})
@@ -163,7 +185,7 @@ def test_api_key_never_in_display_or_logs(tmp_path):
     cmd = fake("ready", "vllm", api_key=key)
     srv = server(cmd, tmp_path, on_line=seen.append).start()
     srv.wait_ready(30, poll_s=0.1)
-    record = (tmp_path / "records" / f"{cmd.settings.port}.json").read_text()
+    record = (tmp_path / "records" / f"{cmd.settings.port}-{srv.pid}.json").read_text()
     srv.stop()
     log = (tmp_path / "server.log").read_text()
     assert "args" in log and "***" in log          # the engine echoed its argv (vLLM does) ...

@@ -70,3 +70,12 @@ def test_selection_from_args_probes_when_not_given(install_nvml):
     install_nvml("rtx4090")
     sel = selection_from_args(argparse.Namespace(gpu="auto", gpus=None))
     assert (sel.spec.id, sel.source) == ("rtx-4090", "probed")
+
+
+def test_mig_enabled_card_is_flagged_in_the_planning_set(probe_snapshot):
+    result, _ = probe_snapshot("a100_mig")
+    for sel in (resolve_gpus(result, "auto", None), resolve_gpus(result, "a100-40gb-sxm", None)):
+        assert sel.source == "probed"
+        assert "GPU 0 has MIG on (2 slice(s): 42 SMs / 19.5 GiB)" in sel.note and "optimistic" in sel.note
+    plain, _ = probe_snapshot("rtx3090")
+    assert "MIG" not in resolve_gpus(plain, "auto", None).note
