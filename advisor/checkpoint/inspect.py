@@ -142,7 +142,11 @@ def _modules_from_headers(files: CheckpointFiles, plan: QuantPlan, arch: ArchInf
                     if a is not None and a.format != "none" and spec.act.format == "none":
                         act_conflict.append(name)
                     a = spec.act
-        mods.append(Mod(name, role, w, a, obs.count, obs.params, hm.stored_bytes, obs.shape, layer, hm))
+        count, shape = obs.count, obs.shape
+        if role == "conv":
+            # a conv1d weight [channels, 1, kernel] is one module, not `channels` stacked experts
+            count, shape = 1, None
+        mods.append(Mod(name, role, w, a, count, obs.params, hm.stored_bytes, shape, layer, hm))
     sev_list = (
         ("config-quantized-but-bf16", "warn", bad_bf16,
          "the config declares {n} module(s) quantized but their tensors are 16-bit (no scales)"),

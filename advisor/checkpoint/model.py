@@ -33,6 +33,7 @@ class WeightQuant:
     block: tuple[int, int] | None = None    # for block FP8, e.g. (128, 128)
     symmetric: bool | None = None
     packing: str | None = None              # e.g. "int32-8-per-word", "uint8-2-per-byte"
+    act_order: bool | None = None           # GPTQ desc_act: columns permuted by activation order
 
 
 @dataclass(frozen=True)

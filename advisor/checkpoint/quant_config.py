@@ -381,7 +381,8 @@ def _gptq_awq_plan(qcfg: dict, method: str) -> QuantPlan:
         packing = f"int32-{32 // bits}-per-word" if bits in (2, 4, 8) else "int32-packed"
     fmt = f"int{bits}" if sym else f"uint{bits}"
     w = WeightQuant(fmt, bits, "channel" if gs in (-1, 0) else "group", group_size=None if gs in (-1, 0) else gs,
-                    symmetric=sym, packing=packing)
+                    symmetric=sym, packing=packing,
+                    act_order=bool(qcfg.get("desc_act")) if not method.startswith("awq") else None)
     skip = _str_list(qcfg.get("modules_to_not_convert"))
     inside = qcfg.get("modules_in_block_to_quantize")
     flat_inside = None

@@ -39,9 +39,6 @@ def load(source: str) -> CheckpointFiles:
     if os.path.lexists(source) or source.startswith((".", "/", "~")) or source.endswith(".safetensors"):
         return _load_local(os.path.expanduser(source), display=source)
     if _HUB_ID.match(source):
-        if os.path.isdir(source.split("/", 1)[0]):
-            # "models/llama" next to a local "models" folder is a mistyped path, not a hub id
-            raise BadInput("no such file or folder", path=source)
         try:
             return _load_hub(source)
         except BadInput as err:

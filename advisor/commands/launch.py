@@ -149,24 +149,54 @@ def _with_scheme(settings):
     return dataclasses.replace(settings, checkpoint_scheme=info.label, checkpoint_moe=info.arch.moe is not None)
 
 
-def _explanation(args, settings, notes, version):
+def _explanation(args, settings, notes, version, cmd):
     """explain's prediction for the kernel check; None (with a note) when it cannot be made."""
     if settings.engine not in ("vllm", "sglang", "fastllm") or args.gpu is None:
         if settings.engine in ("vllm", "sglang", "fastllm"):
             notes.append("kernel prediction skipped: pass --gpu ID|auto to compare the engine's kernels with explain")
         return None
+    import os
+
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.commands._gpu_args import selection_from_args
     from advisor.errors import AdvisorError
     from advisor.kernel_path.explain import explain
+    from advisor.kernel_path.rules import load_rules
 
     try:
         sel = selection_from_args(args)
         info = inspect_checkpoint(settings.model)
-        return explain(info, sel.spec, gpus=sel.count, engine=settings.engine, version=version)
+        options = launch_options(cmd, load_rules(settings.engine, version)[0], os.environ)
+        return explain(info, sel.spec, gpus=sel.count, engine=settings.engine, version=version, options=options)
     except AdvisorError as err:
         notes.append(f"kernel prediction skipped: {err}")
         return None
+
+
+def launch_options(cmd, rules, environ):
+    """explain's options for what is really launched: the engine flags explain knows (backends, FastLLM
+    --moe_device ...) and the KV dtype as they stand in the command, TP, and the engine's environment
+    variables. Without them the prediction is for engine defaults and the kernel check compares the
+    engine's log with a different setup."""
+    from advisor.kernel_path.options import InstallOptions
+
+    argv = list(cmd.argv)
+
+    def value(cli: str) -> str | None:
+        for i, a in enumerate(argv):
+            if a == cli and i + 1 < len(argv):
+                return argv[i + 1]
+            if a.startswith(cli + "="):
+                return a.split("=", 1)[1]
+        return None
+
+    flags = tuple((name, v) for name, spec in rules.flags.items() if (v := value(spec.cli)) is not None)
+    kv = value("--kv-cache-dtype") or value("--kv_cache_dtype")
+    prefixes = {"vllm": ("VLLM_",), "sglang": ("SGLANG_",), "fastllm": ("FASTLLM_",)}.get(cmd.engine, ())
+    env = {k: v for k, v in environ.items() if k.startswith(prefixes) and not k.endswith("API_KEY")}
+    env.update((k, v) for k, v in cmd.env if not k.endswith("API_KEY"))
+    return InstallOptions(flags=flags, kv_cache_dtype=None if kv in (None, "auto") else kv,
+                          tp=cmd.settings.tp, env=tuple(sorted(env.items())))
 
 
 def run(args):
@@ -259,7 +289,11 @@ def _run(args):
                                      title="Servers left running by an earlier run (stop: --stop-leftovers)",
                                      style="warn"),))
     notes: list[str] = []
-    explanation = _explanation(args, settings, notes, cmd.version)
+    explanation = _explanation(args, settings, notes, cmd.version, cmd)
+    if explanation is not None and not explanation.runs:
+        # said before the (possibly long) load, which is expected to end in an error
+        say(f"warning: explain predicts this will not run: {explanation.summary}")
+        notes.append(f"explain predicted that this does not run: {explanation.summary}")
     kv_pred = predicted_kv_tokens(plan_doc) if plan_doc else None
     log_path = Path(args.log) if args.log else (pidfile.run_dir().parent / "logs" /
                                                 f"{settings.engine}-{settings.port}-{time.strftime('%Y%m%d-%H%M%S')}.log")

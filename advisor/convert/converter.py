@@ -134,7 +134,9 @@ def remove_stale_partials(dst: Path) -> list[str]:
     """Partial folders of DST left by a killed run (SIGKILL, power loss) whose process is gone."""
     removed = []
     prefix = f".{dst.name}.partial-"
-    for p in dst.resolve().parent.glob(prefix + "*"):
+    for p in dst.resolve().parent.iterdir():      # not glob(): DST may contain [ or *
+        if not p.name.startswith(prefix):
+            continue
         pid = p.name[len(prefix):]
         if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)

@@ -161,6 +161,9 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
                 candidate = False
             elif leaf == "weight" and len(e.shape) > 2:
                 kept.append(Kept(name, f"{len(e.shape)}-D weight is not a linear layer"))
+            elif candidate and 0 in e.shape:
+                kept.append(Kept(name, "empty weight (a zero dimension)"))
+                candidate = False
         if not candidate:
             continue
         if len(e.shape) != 2:

@@ -26,6 +26,14 @@ def _gb(n: int) -> str:
     return f"{n} B"
 
 
+def _short(name: str) -> str:
+    """On screen the common model prefix adds nothing (--json keeps full names)."""
+    for p in ("model.language_model.", "model."):
+        if name.startswith(p):
+            return name[len(p):]
+    return name
+
+
 def convert_payload(r: ConvertResult) -> dict:
     p = r.plan
     return {
@@ -66,7 +74,7 @@ def convert_doc(r: ConvertResult) -> Doc:
         )),
     ]
     if fused:
-        rows = tuple((g.split(":")[0], ", ".join(x.rsplit(".", 1)[-1] for x in m), p.quantized[m[0]].rule)
+        rows = tuple((_short(g.split(":")[0]), ", ".join(x.rsplit(".", 1)[-1] for x in m), p.quantized[m[0]].rule)
                      for g, m in list(fused.items())[:12])
         title = "Fused groups sharing one weight_scale_2" + (f" (first 12 of {len(fused)})" if len(fused) > 12 else "")
         blocks.append(Table(("parent", "members", "rule"), rows, title=title))

@@ -6,7 +6,8 @@ decode step (B sequences, context C), per GPU under TP N:
   t_compute = sum_parts FLOPs(B)/N / MMA_rate + dequant_instr / issue_rate + attention FLOPs / rate
   t_gpu     = max(t_bytes, t_compute)
   t_step    = t_gpu + kernels x graph_gap + host           (CUDA graphs)
-            = max(t_gpu, kernels x eager_launch) + host    (eager: the CPU launches run ahead)
+            = max(t_gpu + kernels x graph_gap, kernels x eager_launch) + host
+                                                           (eager: the CPU launches run ahead)
             + layers x all-reduces x t_allreduce(B x H x 2 B)   (TP)
 dequant_instr = weight elements x instr/element x ceil(M / m_tile) / 32 (warp instructions);
 issue_rate = SMs x 4 schedulers x clock.
@@ -117,10 +118,13 @@ class CostModel:
         if tp > 1:
             per = self.link.allreduce(tokens * self.arch.hidden_size * 2.0, tp).value
             ar = self.arch.num_layers * self.allreduce_per_layer * per
+        # the device-side gap between dependent kernels is there with or without graphs; graphs remove
+        # the CPU launch cost, which eager mode hides behind GPU work only while the GPU is busier
+        gapped = gpu_seconds + kernels * float(o["graph_us_per_kernel"]) * 1e-6
         if graphs:
-            total = gpu_seconds + kernels * float(o["graph_us_per_kernel"]) * 1e-6 + host + ar
+            total = gapped + host + ar
         else:
-            total = max(gpu_seconds, kernels * float(o["eager_us_per_kernel"]) * 1e-6) + host + ar
+            total = max(gapped, kernels * float(o["eager_us_per_kernel"]) * 1e-6) + host + ar
         return total, total - gpu_seconds
 
     # ---------------------------------------------------------------- decode

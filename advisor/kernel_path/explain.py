@@ -129,12 +129,9 @@ def _layer_groups(ck: CheckpointInfo):
     return out
 
 
-def _gptq_act_order(ck: CheckpointInfo) -> bool:
+def _gptq_act_order(m: ModuleGroup) -> bool:
     """GPTQ desc_act=True with a group size (one group per channel makes the ordering a no-op)."""
-    raw = ck.raw_quant_config or {}
-    if ck.producer != "gptq" or not isinstance(raw, dict):
-        return False
-    return bool(raw.get("desc_act")) and raw.get("group_size", -1) not in (-1, None)
+    return bool(m.weight.act_order) and m.weight.granularity == "group"
 
 
 def _facts(ck: CheckpointInfo, m: ModuleGroup, cls: str) -> LayerFacts:
@@ -143,7 +140,7 @@ def _facts(ck: CheckpointInfo, m: ModuleGroup, cls: str) -> LayerFacts:
         layer_class=cls, scheme=m.scheme, roles=(m.role,), producer=ck.producer, quant_method=ck.quant_method,
         model_type=ck.arch.model_type, weight_format=w.format, weight_granularity=w.granularity,
         group_size=w.group_size, block=tuple(w.block) if w.block else None, symmetric=w.symmetric,
-        act_order=_gptq_act_order(ck), act_format=a.format, act_granularity=a.granularity, act_dynamic=a.dynamic, shape=m.shape,
+        act_order=_gptq_act_order(m), act_format=a.format, act_granularity=a.granularity, act_dynamic=a.dynamic, shape=m.shape,
         head_dim=ck.arch.head_dim, mla=ck.arch.mla is not None,
         attention_sinks=(ck.arch.model_type or "") in _SINK_MODELS)
 

@@ -73,7 +73,19 @@ def explanation_doc(exp: Explanation, gpu: GpuSpec, info: CheckpointInfo, option
     return Doc(tuple(blocks))
 
 
-def _cell(exp: Explanation, cls: str) -> str:
+_KERNEL_SUFFIXES = ("ScaledMMLinearKernel", "LinearKernel", "LinearMethod")
+
+
+def _short_kernel(kernel: str) -> str:
+    """A kernel name short enough for a table cell: 'MarlinNvFp4LinearKernel' -> 'MarlinNvFp4'."""
+    k = kernel.split(" (")[0]
+    for suffix in _KERNEL_SUFFIXES:
+        if k.endswith(suffix) and len(k) > len(suffix):
+            return k[: -len(suffix)]
+    return k
+
+
+def _cell(exp: Explanation, cls: str, notes: dict[str, int], gpu_name: str = "") -> str:
     ds = [d for d in exp.decisions if d.layer_class == cls]
     quantized = [d for d in ds if d.checkpoint_scheme not in ("BF16", "FP16")]
     ds = quantized or ds          # the table shows what the quantized layers do
@@ -82,10 +94,14 @@ def _cell(exp: Explanation, cls: str) -> str:
     parts = []
     for d in ds:
         if d.runs:
-            parts.append(f"{d.effective_scheme} via {d.kernel} [{d.mma}]")
+            what = d.effective_scheme.removeprefix("KV ") if cls == "attention_kv" else d.effective_scheme
+            parts.append(f"{what} {_short_kernel(d.kernel or '')}")
         else:
-            first = (d.error or "").split(". ")[0].split("; ")[0]
-            parts.append(f"FAILS: {first}")
+            err = d.error or "does not run"
+            if gpu_name:      # one note for every card of an arch, not one per card
+                err = err.replace(gpu_name, "this GPU")
+            n = notes.setdefault(err, len(notes) + 1)
+            parts.append(f"fails [{n}]")
     return "; ".join(parts)
 
 
@@ -93,14 +109,23 @@ def all_gpus_doc(exps: Iterable[Explanation], table: Iterable[GpuSpec], info: Ch
     by_id = {g.id: g for g in table}
     rows, styles = [], []
     exps = tuple(exps)
+    moe = any(d.layer_class == "moe_experts" for e in exps for d in e.decisions)
+    notes: dict[str, int] = {}
     for e in exps:
         g = by_id.get(e.gpu_id)
-        rows.append((e.gpu_id, f"sm_{g.sm}" if g else "?", "yes" if e.runs else "no",
-                     _cell(e, "dense_linear"), _cell(e, "moe_experts"), _cell(e, "attention_kv"),
-                     str(sum(len(d.warnings) for d in e.decisions))))
+        name = g.name if g else ""
+        row = [e.gpu_id, f"sm_{g.sm}" if g else "?", "yes" if e.runs else "no",
+               _cell(e, "dense_linear", notes, name)]
+        if moe:
+            row.append(_cell(e, "moe_experts", notes, name))
+        row += [_cell(e, "attention_kv", notes, name), str(len({w.text for d in e.decisions for w in d.warnings}))]
+        rows.append(tuple(row))
         styles.append("normal" if e.runs else "bad")
     title = f"{info.label} checkpoint on every GPU ({exps[0].engine} {exps[0].engine_version} rules)" if exps else "no GPUs"
-    return Doc((Heading(title),
-                Table(("GPU", "arch", "runs", "dense linear", "MoE experts", "attention", "warnings"),
-                      tuple(rows), row_styles=tuple(styles))))
-
+    cols = ("GPU", "arch", "runs", "dense linear") + (("MoE experts",) if moe else ()) + ("attention", "warn")
+    blocks: list = [Heading(title), Table(cols, tuple(rows), row_styles=tuple(styles))]
+    if notes:
+        blocks.append(Bullets(tuple(f"[{n}] {err}" for err, n in notes.items()), title="Why it fails"))
+    blocks.append(Paragraph("Cells: the scheme that really runs and the kernel; 'explain --gpu ID' gives "
+                            "the reasons, rejected candidates and the engine's warnings.", "dim"))
+    return Doc(tuple(blocks))

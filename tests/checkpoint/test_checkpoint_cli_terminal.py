@@ -147,7 +147,9 @@ class LocalEntryNotFoundError(Exception):
     """Same class name as huggingface_hub's offline / unreachable error (matched by name)."""
 
 
-def test_mistyped_local_path_never_goes_to_the_hub(tmp_path, monkeypatch, capsys):
+def test_unfetchable_hub_id_names_both_readings(tmp_path, monkeypatch, capsys):
+    """'org/model' is a local path or a hub id: when neither works, the one line says so (a mistyped
+    local folder otherwise reads as a hub problem)."""
     from advisor.checkpoint import hub
 
     calls = []
@@ -155,20 +157,16 @@ def test_mistyped_local_path_never_goes_to_the_hub(tmp_path, monkeypatch, capsys
     class Api:
         @staticmethod
         def hf_hub_download(repo_id, filename, revision=None):
-            calls.append((repo_id, filename))
+            calls.append((repo_id, filename, revision))
             raise LocalEntryNotFoundError("offline")
 
     monkeypatch.setattr(hub, "_api", lambda: Api)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "models").mkdir()
-    assert main(["inspect", "models/llama"]) == 3
-    assert capsys.readouterr().err.strip() == "nvfp4-advisor: error: models/llama: no such file or folder"
-    assert calls == []
-    # a real hub id that cannot be fetched: both readings are named, in one line
     assert main(["inspect", "org/model@v1"]) == 3
     err = capsys.readouterr().err.strip()
-    assert calls == [("org/model", "config.json")]
-    assert "no local folder of that name" in err and "hub cannot be reached" in err and "\n" not in err
+    assert calls == [("org/model", "config.json", "v1")]
+    assert err.startswith("nvfp4-advisor: error: org/model@v1: no local folder of that name, and as a hub id: ")
+    assert "hub cannot be reached" in err and "\n" not in err
 
 
 def test_producer_line_does_not_repeat_itself():
@@ -195,3 +193,15 @@ def test_kept_list_adds_up_to_its_title():
     assert len(small) == 1 and "norm" in small[0]
     norms = sum(g.stored_bytes for g in info.kept_bf16 if g.role == "norm")
     assert norms > 0 and human_bytes(norms) in small[0]
+
+
+def test_conv1d_weight_is_one_module_not_stacked_experts(tmp_path):
+    import torch
+
+    tensors = llama_tensors("bf16")
+    for i in range(2):
+        tensors[f"model.layers.{i}.linear_attn.conv1d.weight"] = torch.zeros(192, 1, 4, dtype=torch.bfloat16)
+    info = inspect_checkpoint(str(write_checkpoint(tmp_path / "ck", tensors, LLAMA_CONFIG)))
+    conv = next(g for g in info.modules if g.role == "conv")
+    assert (conv.count, conv.shape, conv.params, conv.layers) == (2, None, 2 * 192 * 4, (0, 1))
+    assert _layers_text(conv) == "0,1"

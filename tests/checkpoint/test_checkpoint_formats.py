@@ -559,3 +559,23 @@ def test_deepseek_mla_fp8_block_headers(build):
     mtp_p = sum(g.params for g in mtp)
     # active: everything read per token, routed experts at top_k / E = 2 / 4
     assert info.totals.active_params == info.totals.params - V * H - mtp_p - ep // 2
+
+
+def test_gptq_desc_act_is_carried_per_module(tmp_path):
+    """The kernel path needs GPTQ's activation ordering (vLLM 0.33 refuses desc_act with groups)."""
+    import json
+
+    from advisor.checkpoint.inspect import inspect_checkpoint
+
+    for desc_act in (True, False):
+        d = tmp_path / f"gptq-{desc_act}"
+        d.mkdir()
+        cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2,
+               "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "vocab_size": 1000, "torch_dtype": "float16",
+               "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True,
+                                       "desc_act": desc_act}}
+        (d / "config.json").write_text(json.dumps(cfg))
+        info = inspect_checkpoint(str(d))
+        quant = [m for m in info.modules if m.scheme == "W4A16-INT4"]
+        assert quant and all(m.weight.act_order is desc_act for m in quant)

@@ -289,3 +289,30 @@ def test_source_without_config_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "config.json missing" in err and str(src) in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_empty_weight_is_kept_not_an_internal_error(tmp_path, capsys):
+    from safetensors import safe_open
+
+    tensors = {"model.layers.0.mlp.down_proj.weight": torch.zeros(0, 64, dtype=torch.bfloat16),
+               **_bf16("model.layers.0.mlp.up_proj.weight")}
+    src = write_checkpoint(tmp_path / "src", tensors, LLAMA)
+    assert main(["convert", str(src), str(tmp_path / "out"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kept"] == [{"tensor": "model.layers.0.mlp.down_proj.weight", "reason": "empty weight (a zero dimension)"}]
+    with safe_open(str(tmp_path / "out" / "model.safetensors"), "pt") as f:
+        assert f.get_slice("model.layers.0.mlp.down_proj.weight").get_shape() == [0, 64]
+        assert f.get_slice("model.layers.0.mlp.up_proj.weight").get_dtype() == "U8"
+
+
+def test_fused_group_table_shows_short_parents_json_keeps_full_names(tmp_path):
+    from advisor.convert.converter import convert
+    from advisor.convert.report import convert_doc, convert_payload
+
+    p = "model.language_model.layers.0.mlp"
+    src = write_checkpoint(tmp_path / "src", {**_bf16(f"{p}.gate_proj.weight"), **_bf16(f"{p}.up_proj.weight")},
+                           LLAMA)
+    res = convert(src, tmp_path / "out")
+    table = next(b for b in convert_doc(res).blocks if isinstance(b, Table))
+    assert table.rows == (("layers.0.mlp", "gate_proj, up_proj", "MLP gate/up"),)
+    assert list(convert_payload(res)["fused_groups"].values()) == [[f"{p}.gate_proj", f"{p}.up_proj"]]

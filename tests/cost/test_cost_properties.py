@@ -48,10 +48,15 @@ def test_nvfp4_weights_never_slower_than_fp8_at_batch_1_on_the_same_path(sms, cl
                                                                           ctx_len, moe):
     """Both weight-only (Marlin class, BF16 MMA). GPUs span real shapes: DRAM bytes per issue slot
     0.3-8 (RTX 5090 1.1, RTX 3090 1.7, H200 4.6, B200 6.6) and at least 70 tensor FLOP per DRAM byte
-    (the lowest in the table: RTX 3060 / 3090 GeForce FP32-accumulate, ~71-76)."""
+    (the lowest in the table: RTX 3060 / 3090 GeForce FP32-accumulate, ~71-76). That floor belongs to
+    GDDR cards (< 3 DRAM bytes per issue slot); HBM cards with more bytes per slot have at least ~150
+    tensor FLOP per byte (A100-80GB 153 at 3.4 bytes/slot, H200 206, B200 281): a 7-bytes-per-slot
+    card with GeForce tensor throughput does not exist and would be issue-bound on any 4-bit unpack."""
     bw = bytes_per_slot * sms * 4 * clock * 1e6 / 1e9
     peak = sms * per_clk * clock / 1e6
-    assume(peak * 1e12 / (bw * 1e9) >= 70)
+    flop_per_byte = peak * 1e12 / (bw * 1e9)
+    assume(flop_per_byte >= 70)
+    assume(bytes_per_slot < 3 or flop_per_byte >= 150)
     gpu = _gpu(sms, clock, bw, per_clk=per_clk)
     mk = moe_checkpoint if moe else dense_checkpoint
     nv = _ctx(mk("W4A16-NVFP4"), "W4A16-NVFP4", gpu).model.decode_step(1, ctx_len, KV)

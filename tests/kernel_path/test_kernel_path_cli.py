@@ -176,3 +176,12 @@ def test_sglang_mixed_precision_fp8_layers_take_marlin_on_ampere(capsys):
     assert fp8["runs"] and fp8["effective_scheme"] == "W8A16-FP8" and fp8["mma"] == "hmma_bf16"
     code, doc = _json(capsys, ["explain", "demo:qwen3.6-27b-nvfp4-mixed", "--gpu", "t4", "--engine", "sglang"])
     assert code == 4 and "modelopt_mixed is not supported" in json.dumps(doc)
+
+
+def test_all_gpus_table_footnotes_each_failure_once(capsys):
+    """Four Turing cards fail for the same reason (FP8 KV on sm_75): one footnote, not four."""
+    assert main(["explain", "demo:qwen3-30b-a3b-nvfp4", "--all-gpus"]) == 0
+    out = capsys.readouterr().out
+    assert "Why it fails" in out and "[1] FP8 KV cache is not supported" in out
+    assert "[2]" not in out
+    assert out.count("fails [1]") == 4

@@ -309,7 +309,12 @@ def test_vllm_refuses_gptq_group_act_order(raw, moe, runs):
     """utils/gptq_utils.py:23-37@0.33.0: desc_act=True with groups raises before any weight loads."""
     from dataclasses import replace
 
-    ck = replace(checkpoint("gptq-int4", moe=moe), raw_quant_config=raw)
+    ck = checkpoint("gptq-int4", moe=moe)
+    grouped = raw["group_size"] != -1
+    mods = tuple(replace(m, weight=replace(m.weight, act_order=raw["desc_act"],
+                                           granularity="group" if grouped else "channel"))
+                 if m.scheme == "W4A16-INT4" else m for m in ck.modules)
+    ck = replace(ck, modules=mods)
     for g in ("rtx-3090", "h100"):
         exp = explain(ck, gpu(g), engine="vllm", options=D)
         cls = "moe_experts" if moe else "dense_linear"

@@ -9,6 +9,7 @@ import pytest
 from advisor.errors import BadInput
 from advisor.kernel_path.model import Explanation, LayerDecision
 from launchers import kernel_check, profiles, verdict, watchdog
+from launchers.engines import build_command
 from launchers.settings import ServeSettings, Speculative, predicted_kv_tokens, settings_from_plan
 from launchers.signatures import diagnose
 
@@ -169,8 +170,8 @@ def test_kernel_check_with_real_explain_of_demo_checkpoint():
 
     demo = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3-30b-a3b-nvfp4"
     notes = []
-    exp = _explanation(argparse.Namespace(gpu="rtx-3090", gpus=None), ServeSettings(engine="vllm", model=str(demo)),
-                       notes, "0.33.0")
+    s = ServeSettings(engine="vllm", model=str(demo))
+    exp = _explanation(argparse.Namespace(gpu="rtx-3090", gpus=None), s, notes, "0.33.0", build_command(s))
     assert exp is not None and notes == []
     kc = kernel_check.check(VLLM_3090_LOG, exp)
     by_kernel = {r.predicted: r.status for r in kc.rows}
@@ -179,8 +180,39 @@ def test_kernel_check_with_real_explain_of_demo_checkpoint():
     assert by_kernel["FLASHINFER"] == "match"
     assert kc.mismatches == ()
     skipped = []
-    assert _explanation(argparse.Namespace(gpu=None, gpus=None), ServeSettings(engine="vllm", model=str(demo)),
-                        skipped, None) is None and "pass --gpu" in skipped[0]
+    assert _explanation(argparse.Namespace(gpu=None, gpus=None), s, skipped, None, build_command(s)) is None
+    assert "pass --gpu" in skipped[0]
+
+
+def test_kernel_prediction_follows_the_launched_settings(monkeypatch):
+    # The demo checkpoint declares FP8 KV (FLASHINFER on an RTX 3090); launched with BF16 KV, vLLM
+    # takes FLASH_ATTN: the kernel check must compare against that, not against the defaults.
+    import argparse
+    from pathlib import Path
+
+    from advisor.commands.launch import _explanation, launch_options
+    from advisor.kernel_path.rules import load_rules
+
+    demo = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3-8b-nvfp4"
+    ns = argparse.Namespace(gpu="rtx-3090", gpus=None)
+
+    def attention(**kw):
+        s = ServeSettings(engine="vllm", model=str(demo), **kw)
+        exp = _explanation(ns, s, [], "0.33.0", build_command(s))
+        (d,) = [d for d in exp.decisions if d.layer_class == "attention_kv"]
+        return d.kernel
+
+    assert attention() == "FLASHINFER"
+    assert attention(kv_cache_dtype="bf16") == "FLASH_ATTN"
+    # flags explain knows, as written in the command (also via --extra-arg); the engine's environment
+    monkeypatch.setenv("FASTLLM_CUDA_NVFP4_MARLIN", "0")
+    s = ServeSettings(engine="fastllm", model=str(demo), tp=2, api_key="sk-x-0123456789abcdef",
+                      extra_args=("--moe_device=cuda",), cuda_graphs=False, kv_cache_dtype="fp8_e4m3")
+    opts = launch_options(build_command(s), load_rules("fastllm", "1.9.0")[0], dict(__import__("os").environ))
+    assert opts.flags == (("moe_device", "cuda"),) and opts.kv_cache_dtype == "fp8_e4m3" and opts.tp == 2
+    env = dict(opts.env)
+    assert env["FASTLLM_CUDA_GRAPH"] == "0" and env["FASTLLM_CUDA_NVFP4_MARLIN"] == "0"
+    assert not any("API_KEY" in k for k in env)
 
 
 def test_real_plan_json_drives_launch_and_verdict(tmp_path, capsys):

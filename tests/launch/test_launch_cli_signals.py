@@ -121,3 +121,25 @@ def test_missing_local_checkpoint_is_bad_input_before_anything_starts(fake_vllm,
     out, err = cli.communicate(timeout=40)
     assert cli.returncode == 3 and "no such checkpoint" in err and "starting:" not in err
     assert engine_pids(port) == [] and records() == []
+
+
+def test_launch_warns_up_front_when_explain_predicts_failure(fake_vllm, capsys):
+    from pathlib import Path
+
+    from advisor.cli import main
+
+    # NVFP4 on a Turing card: SGLang refuses below sm_80; vLLM 0.33 runs the weights (FP4 Marlin from
+    # sm_75) but not the FP8 KV the checkpoint declares, unless told --kv-cache-dtype fp16
+    demo = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3-8b-nvfp4"
+    sglang = fake_vllm.parent / "sglang"
+    sglang.symlink_to(fake_vllm)
+    for engine, version, kv, predicted_failure in (("sglang", "0.5.23", "auto", True), ("vllm", "0.33.0", "auto", True),
+                                                   ("vllm", "0.33.0", "fp16", False)):
+        rc = main(["launch", str(demo), "--engine", engine, "--engine-version", version, "--gpu", "rtx-2080-ti",
+                   "--kv-cache-dtype", kv, "--port", str(free_port()), "--check", "--ready-timeout", "30"])
+        err = capsys.readouterr().err
+        assert rc == 0
+        warned = "warning: explain predicts this will not run" in err
+        assert warned == predicted_failure, err
+        if warned:
+            assert err.index("explain predicts") < err.index("starting:")
