@@ -59,7 +59,10 @@ def renderables(doc):
         if isinstance(block, d.Heading):
             yield Text(block.text, style="bold underline" if block.level == 1 else "bold")
         elif isinstance(block, d.Paragraph):
-            yield Text(block.text, style=_STYLES.get(block.style, ""))
+            if block.style == "code":   # a command to copy: never broken by Rich's wrapping
+                yield Text(block.text, style=_STYLES["code"], no_wrap=True, overflow="ignore")
+            else:
+                yield Text(block.text, style=_STYLES.get(block.style, ""))
         elif isinstance(block, d.KeyValues):
             t = RTable(show_header=False, box=None, title=block.title, title_justify="left", pad_edge=False)
             t.add_column(style="bold", no_wrap=True)

@@ -7,14 +7,14 @@ from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
 
 def command_doc(cmd) -> Doc:
     blocks = [Heading(f"Launch: {cmd.engine}" + (f" {cmd.version}" if cmd.version else "")),
-              Paragraph(cmd.display_multiline(), "accent")]
+              Paragraph(cmd.display_multiline(), "code")]
     if cmd.version_note:
         blocks.append(Paragraph(cmd.version_note, "dim"))
     if cmd.steps:
         blocks.append(Heading("Run first (multi-node, Ray)", 2))
         for step, line in zip(cmd.steps, cmd.display_steps()):
             blocks.append(Paragraph(f"# {step.where}: {step.purpose}", "dim"))
-            blocks.append(Paragraph(line, "accent"))
+            blocks.append(Paragraph(line, "code"))
     for f in cmd.files:
         blocks.append(Paragraph(f"{f.path} ({f.purpose}):\n{f.content.rstrip()}"))
     if cmd.warnings:

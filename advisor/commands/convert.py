@@ -30,8 +30,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--format", choices=["modelopt"], default="modelopt", help="output layout (modelopt)")
     parser.add_argument("--weight-only", action="store_true",
                         help="W4A16_NVFP4: no input_scale tensors (default NVFP4 with input_scale 1.0)")
-    parser.add_argument("--keep", metavar="PATTERN", nargs="+", action="extend", default=[],
-                        help="extra module-name patterns (fnmatch) kept in original precision")
+    # one pattern per flag: with nargs="+" a leading `--keep P SRC DST` swallowed SRC and DST
+    parser.add_argument("--keep", metavar="PATTERN", action="append", default=[],
+                        help="module-name pattern (fnmatch, e.g. '*mlp.down_proj') kept in original "
+                             "precision; repeat for more")
     parser.add_argument("--max-shard-size", type=_size, default=10 * 10**9, metavar="SIZE",
                         help="shard size limit without a reference (default 10GB)")
     parser.add_argument("--threads", type=int, default=None, metavar="N",

@@ -190,6 +190,13 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
             raise BadInput(f"reference quantizes {len(missing)} module(s) the source lacks, e.g. "
                            f"{missing[0]}", path=str(src.root))
 
+    if ref is None:
+        modules_seen = {rules.module_of(n) for n, e in src.tensors.items() if len(e.shape) >= 2}
+        for pat in options.keep:
+            if not any(rules.matching_keep_pattern(mod, (pat,)) for mod in modules_seen):
+                example = next(iter(sorted(modules_seen)), "model.layers.0.mlp.down_proj")
+                notes.append(f"--keep {pat!r} matched no module: patterns match module names "
+                             f"such as {example} (without .weight)")
     if not quantized:
         why = (f"{len(kept)} 2-D weight(s) are all kept ({kept[0].reason}, ...)" if kept
                else "no 2-D '<module>.weight' tensor found")

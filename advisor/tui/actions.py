@@ -34,13 +34,14 @@ def generated_command(analysis: Any, engine: str | None = None, port: int = 8000
         return None
     engine = engine or analysis.selection.engine
     model = analysis.checkpoint.source
+    moe = analysis.checkpoint.arch.moe is not None
     if analysis.plan is not None and engine == analysis.selection.engine:
         settings = settings_from_plan(analysis.plan, engine=engine, model=model, port=port,
-                                      checkpoint_scheme=analysis.checkpoint.label)
+                                      checkpoint_scheme=analysis.checkpoint.label, checkpoint_moe=moe)
     else:
         settings = ServeSettings(engine=engine, model=model, port=port, tp=analysis.selection.gpus,
                                  device="cpu" if engine == "transformers" else None,
-                                 checkpoint_scheme=analysis.checkpoint.label)
+                                 checkpoint_scheme=analysis.checkpoint.label, checkpoint_moe=moe)
     return build_command(settings)
 
 

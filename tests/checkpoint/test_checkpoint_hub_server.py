@@ -37,10 +37,10 @@ class _Hub(BaseHTTPRequestHandler):
     def _lookup(self):
         m = _RESOLVE.match(self.path.split("?")[0])
         if not m:
-            return None, "RepositoryNotFound"
+            return None, "RepoNotFound"
         folder = self.repos.get(m["repo"])
         if folder is None:
-            return None, "RepositoryNotFound"
+            return None, "RepoNotFound"
         path = folder / m["file"]
         if not path.is_file():
             return None, "EntryNotFound"

@@ -316,3 +316,16 @@ def test_fused_group_table_shows_short_parents_json_keeps_full_names(tmp_path):
     table = next(b for b in convert_doc(res).blocks if isinstance(b, Table))
     assert table.rows == (("layers.0.mlp", "gate_proj, up_proj", "MLP gate/up"),)
     assert list(convert_payload(res)["fused_groups"].values()) == [[f"{p}.gate_proj", f"{p}.up_proj"]]
+
+
+def test_keep_pattern_that_matches_nothing_is_reported(tmp_path, capsys):
+    name = "model.layers.0.mlp.down_proj"
+    src = write_checkpoint(tmp_path / "src", {**_bf16(f"{name}.weight"), **_bf16("model.layers.0.mlp.up_proj.weight")},
+                           LLAMA)
+    # --keep before SRC DST, repeated: one pattern per flag, so SRC and DST are not taken as patterns
+    assert main(["convert", "--keep", f"{name}.weight", "--keep", "*up_proj", str(src), str(tmp_path / "out"),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [k["tensor"] for k in out["kept"]] == ["model.layers.0.mlp.up_proj.weight"]   # the module pattern works
+    notes = [n for n in out["notes"] if "matched no module" in n]
+    assert len(notes) == 1 and f"'{name}.weight'" in notes[0] and "without .weight" in notes[0]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import (dense_checkpoint, explanation, h100, moe_checkpoint, rtx2080ti,
+from cost_builders import (dense_checkpoint, explanation, h100, moe_checkpoint, rtx2080ti,
                       rtx3090)
 
 from advisor.calibration import Calibration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from conftest import dense_checkpoint, explanation, make_gpu, moe_checkpoint
+from cost_builders import dense_checkpoint, explanation, make_gpu, moe_checkpoint
 
 from advisor.cost import context
 from advisor.cost.engine_profile import GIB, load_engine_memory

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import decision, dense_checkpoint, explanation, h100, moe_checkpoint, rtx2080ti, rtx3090
+from cost_builders import decision, dense_checkpoint, explanation, h100, moe_checkpoint, rtx2080ti, rtx3090
 
 from advisor.cost.overrides import Overrides
 from advisor.cost.plan import make_plan

@@ -9,7 +9,7 @@ prefill is slower than FP8 weight-only.
 from __future__ import annotations
 
 import pytest
-from conftest import dense_checkpoint, explanation, rtx2080ti, rtx3090
+from cost_builders import dense_checkpoint, explanation, rtx2080ti, rtx3090
 
 from advisor.cost import context
 from advisor.cost.engine_profile import load_engine_memory

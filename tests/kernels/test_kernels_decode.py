@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import E2M1, e4m3_to_f64, unpack_nibbles
+from kernels_reference import E2M1, e4m3_to_f64, unpack_nibbles
 
 from kernels import formats
 from kernels.weight_only import Weight, dequantize

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import reference_weight, rel_err
+from kernels_reference import reference_weight, rel_err
 
 from kernels import formats
 from kernels.weight_only import GemmConfig, GemvConfig, gemm, gemv

@@ -11,23 +11,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-MAIN_VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
-FAKE_ENGINE = HERE / "launch_fake_engine.py"
-sys.path.insert(0, str(HERE))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def transformers_exe() -> Path | None:
-    for cand in (MAIN_VENV_BIN / "transformers", Path(sys.executable).parent / "transformers"):
-        if cand.exists():
-            return cand
-    return None
+from launch_support import FAKE_ENGINE, HERE, MAIN_VENV_BIN, free_port, transformers_exe  # noqa: F401
 
 
 @pytest.fixture(scope="session")

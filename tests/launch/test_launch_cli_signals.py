@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from conftest import FAKE_ENGINE, free_port
+from launch_support import FAKE_ENGINE, free_port
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from conftest import FAKE_ENGINE, free_port
+from launch_support import FAKE_ENGINE, free_port
 from launchers import pidfile
 from launchers.command import LaunchCommand
 from launchers.settings import ServeSettings

@@ -8,7 +8,7 @@ import json
 import psutil
 import pytest
 
-from conftest import free_port
+from launch_support import free_port
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
