@@ -190,15 +190,84 @@ def _check_table(table) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- validated-table cache
+# Building the pydantic schema costs ~0.15 s of every cold start (plan, explain, the TUI). A table
+# that validated once is stored as plain JSON in the user cache dir, keyed by the file's bytes and
+# the advisor version: an edited table, or a new advisor, is validated again.
+_TUPLE_FIELDS = ("cc", "aliases", "pci_device_ids", "derived_fields", "halved_from_sparse", "sources")
+
+
+def _cache_file(raw: bytes) -> Path:
+    import hashlib
+
+    import platformdirs
+
+    from advisor import __version__
+
+    key = hashlib.sha1(raw + __version__.encode()).hexdigest()[:20]
+    return Path(platformdirs.user_cache_dir("nvfp4-advisor")) / "validated" / f"gpus-{key}.json"
+
+
+def _spec_from_json(d: dict) -> GpuSpec:
+    d = dict(d)
+    for k in _TUPLE_FIELDS:
+        d[k] = tuple(d[k])
+    d["peaks"] = {k: NOT_SUPPORTED if v == "not-supported" else v for k, v in d["peaks"].items()}
+    return GpuSpec(**d)
+
+
+def _read_cache(raw: bytes):
+    import json
+
+    try:
+        data = json.loads(_cache_file(raw).read_text(encoding="utf-8"))
+        return tuple(_spec_from_json(d) for d in data["gpus"]), data["sources"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None                      # absent or unreadable: validate the YAML instead
+
+
+def _write_cache(raw: bytes, specs, sources) -> None:
+    import dataclasses
+    import json
+    import os
+    import tempfile
+
+    from advisor.jsonout import to_jsonable
+
+    target = _cache_file(raw)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        gpus = [to_jsonable({f.name: getattr(s, f.name) for f in dataclasses.fields(s)}) for s in specs]
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"gpus": gpus, "sources": sources}, fh)
+        os.replace(tmp, target)
+    except OSError:
+        pass                             # a read-only cache dir only costs speed
+
+
 @functools.lru_cache(maxsize=16)
 def _load_cached(path: str, _mtime_ns: int) -> tuple[tuple[GpuSpec, ...], dict[str, dict]]:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise BadInput(f"cannot read GPU table: {err.strerror or err}", path=path) from None
+    cached = _read_cache(raw)
+    if cached is not None:
+        return cached
+    specs, sources = _validate(path, raw)
+    _write_cache(raw, specs, sources)
+    return specs, sources
+
+
+def _validate(path: str, raw: bytes) -> tuple[tuple[GpuSpec, ...], dict[str, dict]]:
     import yaml
     from pydantic import ValidationError
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise BadInput(f"cannot read GPU table: {err.strerror or err}", path=path) from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadInput(f"GPU table is not UTF-8: {err.reason}", path=path) from None
     try:
         data = safe_load(text)
     except yaml.YAMLError as err:

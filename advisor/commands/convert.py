@@ -50,8 +50,22 @@ def progress_line(stage: str, done: int, total: int, name: str, width: int) -> s
     return (head + tail).ljust(width - 1)[: width - 1]
 
 
+def terminal_width(stream, default: int = 80) -> int:
+    """Columns of the terminal `stream` writes to (the progress goes to stderr, and stdout is
+    often redirected, so shutil.get_terminal_size's stdout-based answer can be the wrong one)."""
+    import os
+
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or default
+    except (OSError, ValueError, AttributeError):
+        return default
+
+
 def _progress_printer():
-    import shutil
     import sys
     import time
 
@@ -64,7 +78,7 @@ def _progress_printer():
         if now - last[0] < 0.2 and done < total:
             return
         last[0] = now
-        width = shutil.get_terminal_size((80, 24)).columns
+        width = terminal_width(sys.stderr)
         sys.stderr.write("\r" + progress_line(stage, done, total, name, width))
         if stage == "write" and done >= total:
             sys.stderr.write("\n")

@@ -329,3 +329,27 @@ def test_keep_pattern_that_matches_nothing_is_reported(tmp_path, capsys):
     assert [k["tensor"] for k in out["kept"]] == ["model.layers.0.mlp.up_proj.weight"]   # the module pattern works
     notes = [n for n in out["notes"] if "matched no module" in n]
     assert len(notes) == 1 and f"'{name}.weight'" in notes[0] and "without .weight" in notes[0]
+
+
+def test_progress_width_comes_from_stderrs_terminal(monkeypatch):
+    """stdout is often redirected (`convert ... > log`) while the progress goes to the terminal on
+    stderr: the width must be that terminal's."""
+    import fcntl
+    import termios
+
+    from advisor.commands.convert import terminal_width
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    master, slave = os.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))
+        with os.fdopen(os.dup(slave), "w") as tty:
+            assert terminal_width(tty) == 60
+        with open(os.devnull, "w") as null:
+            assert terminal_width(null) == 80                    # not a terminal: the default
+        monkeypatch.setenv("COLUMNS", "100")
+        with os.fdopen(os.dup(slave), "w") as tty:
+            assert terminal_width(tty) == 100                     # an explicit COLUMNS wins
+    finally:
+        os.close(master)
+        os.close(slave)
