@@ -45,3 +45,20 @@ def document(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def read_json_object(path, label: str | None = None) -> dict[str, Any]:
+    """A JSON file that must hold an object; any problem is one BadInput line naming the file."""
+    from advisor.errors import BadInput
+
+    label = label or str(path)
+    try:
+        with open(path, "rb") as fh:
+            obj = json.loads(fh.read().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise BadInput(f"invalid JSON ({str(err).splitlines()[0][:100]})", path=label) from None
+    except OSError as err:
+        raise BadInput(f"cannot read ({err.strerror or err})", path=label) from None
+    if not isinstance(obj, dict):
+        raise BadInput("expected a JSON object", path=label)
+    return obj

@@ -74,16 +74,9 @@ def _to_header(path: str, fmeta) -> SafetensorsHeader:
 
 
 def _load_json(path: str, label: str) -> dict:
-    try:
-        with open(path, "rb") as f:
-            obj = json.loads(f.read().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise BadInput(f"invalid JSON ({str(err).splitlines()[0][:100]})", path=label) from None
-    except OSError as err:
-        raise BadInput(f"cannot read ({err.strerror or err})", path=label) from None
-    if not isinstance(obj, dict):
-        raise BadInput("expected a JSON object", path=label)
-    return obj
+    from advisor.jsonout import read_json_object
+
+    return read_json_object(path, label)
 
 
 def _hub_message(err: Exception, what: str) -> str:

@@ -86,20 +86,9 @@ def reproduce_command(args, fmt: str) -> str:
 
 
 def _read_json(path: str) -> dict:
-    import json
-    from pathlib import Path
+    from advisor.jsonout import read_json_object
 
-    from advisor.errors import BadInput
-
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BadInput(f"cannot read: {err.strerror}", path=path) from None
-    except ValueError as err:
-        raise BadInput(f"not JSON: {err}", path=path) from None
-    if not isinstance(data, dict):
-        raise BadInput("expected a JSON object", path=path)
-    return data
+    return read_json_object(path)
 
 
 def _compare_gpus(text: str, table) -> list:
