@@ -156,36 +156,78 @@ def server_url(server: Any) -> str:
     return server.cmd.settings.base_url if server is not None else ""
 
 
+def _flag_groups(argv) -> list[tuple[str, ...]]:
+    """argv as units: a flag with the values that follow it, or a lone positional word."""
+    groups: list[list[str]] = []
+    for word in argv:
+        if word.startswith("-") or not groups or not groups[-1][0].startswith("-"):
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return [tuple(g) for g in groups]
+
+
 def save_profile(name: str, line: str, analysis: Any, engine: str | None = None) -> Path:
+    """Save the (edited) command as a launch profile: --port/--host become settings, every other
+    flag or environment variable the edit added (or changed) is kept as an extra."""
     from launchers import profiles
+    from launchers.engines import build_command
 
     cmd = command_from_line(line, analysis, engine)
     settings = cmd.settings
-    extra = tuple(a for a in cmd.argv if a not in generated_command(analysis, engine).argv)
-    if extra:
-        settings = dataclasses.replace(settings, extra_args=settings.extra_args + extra)
+    rebuilt = build_command(settings)           # the generated command with the edited port/host
+    known = set(_flag_groups(rebuilt.argv))
+    extra = tuple(w for g in _flag_groups(cmd.argv) if g not in known for w in g)
+    env = tuple(kv for kv in cmd.env if kv not in rebuilt.env)
+    if extra or env:
+        settings = dataclasses.replace(settings, extra_args=settings.extra_args + extra,
+                                       extra_env=settings.extra_env + env)
     return profiles.save(name, settings)
 
 
-def bench_doc(url: str, analysis: Any, *, on_progress: Callable[[str], None] | None = None,
+def bench_doc(url: str, analysis: Any, *, server: Any = None, on_progress: Callable[[str], None] | None = None,
               max_tokens: int = 128, shots: int = 1, concurrency: int = 4) -> Doc:
-    """Benchmark a server and judge it against the plan (when the analysis has one)."""
-    from launchers import bench, report, verdict
+    """Benchmark a server and judge it against the plan, as `bench --plan` does: the server's
+    processes watched, the kernel check of a server launched here as evidence. A server of another
+    engine than the plan's (e.g. `transformers serve` on the CPU) is measured but not judged."""
+    from urllib.parse import urlparse
+
+    from launchers import bench, kernel_check, report, verdict, watchdog
+    from launchers.settings import predicted_kv_tokens
 
     base = bench.check_url(url)
     cfg = bench.BenchConfig(max_tokens=max_tokens, shots=shots, concurrency=concurrency, long_prompt_words=500,
                             timeout_s=120.0)
-    rep = bench.run(base, cfg, on_progress=on_progress)
-    verdicts = []
+    served_here = server is not None and urlparse(base).port == server.cmd.settings.port
+    pids = [p.pid for p in server.processes()] if served_here else watchdog.listener_pids(urlparse(base).port or 80)
+    dog = watchdog.Watchdog(lambda: pids).start() if pids else None
+    try:
+        rep = bench.run(base, cfg, on_progress=on_progress)
+    finally:
+        samples = dog.stop() if dog else []
+    if rep.ttft_s is None and (rep.concurrency is None or rep.concurrency.aggregate_tps is None):
+        raise AdvisorError(f"{base}: no request succeeded ({rep.failures[0] if rep.failures else 'no data'})")
+    found = watchdog.findings(samples) if dog else None
     plan = getattr(analysis, "plan", None)
+    planned = analysis.selection.engine if analysis is not None else None
+    notes: tuple = ()
+    if plan is not None and served_here and server.engine != planned:
+        plan = None
+        notes = (Paragraph(f"Not judged: the plan predicts {planned} on {analysis.selection.gpus} × "
+                           f"{analysis.gpu.name}; this is a {server.engine} server.", "dim"),)
+    verdicts = []
     if plan is not None:
         pred = verdict.prediction_from_plan(plan.to_json(), "plan")
-        verdicts.append(verdict.judge("decode tok/s (1 stream)", rep.decode_tps, pred.decode_tps))
+        check = None
+        if served_here and getattr(analysis, "explanation", None) is not None:
+            check = kernel_check.check(server.tail(4000), analysis.explanation, predicted_kv_tokens(plan.to_json()))
+        judged = dict(kernel_check=check, watch_findings=found, what_if=pred.what_if)
+        verdicts.append(verdict.judge("decode tok/s (1 stream)", rep.decode_tps, pred.decode_tps, **judged))
         if rep.concurrency:
             band = verdict.aggregate_for(pred, rep.concurrency.streams)
             verdicts.append(verdict.judge(f"aggregate tok/s ({rep.concurrency.streams} streams)",
-                                          rep.concurrency.aggregate_tps, band))
-    return report.bench_doc(rep, verdicts)
+                                          rep.concurrency.aggregate_tps, band, **judged))
+    return report.bench_doc(rep, verdicts, found or ()) + Doc(notes)
 
 
 def microbench_doc(analysis: Any, *, on_progress: Callable[[str], None] | None = None) -> Doc:
@@ -220,9 +262,12 @@ def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path, *, lau
     from advisor.report.export import ExportRequest, export
     from advisor.report.privacy import scrubber_for
 
+    from advisor.report.output import check_target
+
     if analysis is None or analysis.checkpoint is None:
         raise UsageError("nothing to export: load a checkpoint first")
     sel = analysis.selection
+    path = check_target(path, protect=(sel.checkpoint,) if not sel.checkpoint.startswith("demo:") else ())
     command = (f"nvfp4-advisor report {shlex.quote(sel.checkpoint)} --gpu {sel.gpu_id} --gpus {sel.gpus} "
                f"--engine {sel.engine} --workload {sel.workload} --format {fmt} -o {shlex.quote(str(path))}")
     header = Header(tool_version=__version__, generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from textual import on, work
 from textual.app import App, ComposeResult
+from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import (
@@ -26,6 +27,7 @@ from textual.widgets import (
     Static,
     TabbedContent,
     TabPane,
+    Tabs,
     TextArea,
 )
 from textual.widgets.option_list import Option
@@ -47,17 +49,18 @@ class AdvisorApp(App):
     TITLE = "nvfp4-advisor"
     COMMANDS = App.COMMANDS | {AdvisorCommands}
     BINDINGS = [
-        Binding("f2", "show_tab('hardware')", "GPU"),
-        Binding("f3", "show_tab('checkpoint')", "Ckpt"),
-        Binding("f4", "show_tab('explain')", "Explain"),
-        Binding("f5", "show_tab('cost')", "Cost"),
-        Binding("f6", "show_tab('launch')", "Launch"),
-        Binding("f7", "show_tab('bench')", "Bench", show=False),
-        Binding("f8", "show_tab('microbench')", "µbench", show=False),
-        Binding("f9", "show_tab('export')", "Export"),
+        Binding("f2", "show_tab('hardware')", "GPU", priority=True),
+        Binding("f3", "show_tab('checkpoint')", "Ckpt", priority=True),
+        Binding("f4", "show_tab('explain')", "Explain", priority=True),
+        Binding("f5", "show_tab('cost')", "Cost", priority=True),
+        Binding("f6", "show_tab('launch')", "Launch", priority=True),
+        Binding("f7", "show_tab('bench')", "Bench", show=False, priority=True),
+        Binding("f8", "show_tab('microbench')", "µbench", show=False, priority=True),
+        Binding("f9", "show_tab('export')", "Export", priority=True),
         Binding("ctrl+t", "toggle_theme", "Theme", show=False),
         Binding("ctrl+l", "launch", "Launch", show=False),
-        Binding("ctrl+x", "stop", "Stop server", show=False),
+        # priority: Input/TextArea bind ctrl+x to cut; with no server running the key falls through to them
+        Binding("ctrl+x", "stop", "Stop server", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -77,6 +80,9 @@ class AdvisorApp(App):
         self.supervisor: Any = None
         self.last_report: Path | None = None
         self._gpu_explicit = gpu_explicit
+        self._summary = ""                 # the status line between progress messages
+        self._pending_line: str | None = None   # a profile's command, set once its engine is selected
+        self._quitting = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -196,7 +202,16 @@ class AdvisorApp(App):
 
     # ------------------------------------------------------------------ actions
     def action_show_tab(self, tab: str) -> None:
-        self.query_one("#tabs", TabbedContent).active = tab
+        tabs = self.query_one("#tabs", TabbedContent)
+        if tabs.active == tab:
+            return
+        # A focused control inside the old pane would be hidden by the switch; Textual then focuses
+        # its neighbour, whose pane claims the tab back (F-keys seemed dead). Hand focus to the
+        # tab bar first, as at start-up.
+        focused = self.focused
+        if focused is not None and any(isinstance(n, TabPane) for n in focused.ancestors):
+            self.screen.set_focus(tabs.query_one(Tabs))
+        tabs.active = tab
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
@@ -204,7 +219,7 @@ class AdvisorApp(App):
 
     def action_load_checkpoint(self, source: str) -> None:
         self.query_one("#checkpoint-input", Input).value = source
-        self.update_state(**dataclasses.asdict(self.state.with_recent(source)))
+        self.update_state(checkpoint=source)      # a recent item once it inspects (_remember_source)
         self.start_analysis()
         self.action_show_tab("checkpoint")
 
@@ -213,7 +228,23 @@ class AdvisorApp(App):
         self.launch_server()
 
     def action_stop(self) -> None:
+        if self.supervisor is None:
+            raise SkipAction()
         self.stop_server()
+
+    async def action_quit(self) -> None:
+        """With a server running, stop it first where the user sees it (the engine may take seconds)."""
+        sup = self.supervisor
+        if sup is None:
+            self.exit()
+            return
+        if self._quitting:          # pressed again: leave now (on_unmount and atexit still stop the server)
+            self.exit()
+            return
+        self._quitting = True
+        self.query_one("#launch-state", Label).update("stopping the server, then quitting…")
+        self.notify("stopping the server before quitting…", timeout=30)
+        self._stop_worker(sup, then_exit=True)
 
     def action_export(self, fmt: str) -> None:
         self.query_one("#export-format", Select).value = fmt
@@ -235,6 +266,8 @@ class AdvisorApp(App):
             n = max(1, min(64, int(event.input.value or 1)))
         except ValueError:
             n = 1
+        if event.input.value != str(n):
+            event.input.value = str(n)
         if n != self.state.gpus:
             self.update_state(gpus=n)
             self.start_analysis()
@@ -247,6 +280,8 @@ class AdvisorApp(App):
         engine, _, version = event.value.partition("@")
         if (engine, version or None) != (self.state.engine, self.state.engine_version):
             self.update_state(engine=engine, engine_version=version or None)
+            if engine in actions.LAUNCH_ENGINES:   # launch what is explained (the tuned command)
+                self.query_one("#launch-engine", Select).value = engine
             self.start_analysis()
 
     @on(Select.Changed, "#profile-select")
@@ -258,10 +293,13 @@ class AdvisorApp(App):
         except AdvisorError as err:
             self.notify(str(err), severity="error")
             return
-        if engine in actions.LAUNCH_ENGINES:
-            self.query_one("#launch-engine", Select).value = engine
-        self.query_one("#launch-command", TextArea).text = line
         self.query_one("#profile-name", Input).value = event.value
+        launch_engine = self.query_one("#launch-engine", Select)
+        if engine in actions.LAUNCH_ENGINES and launch_engine.value != engine:
+            self._pending_line = line      # _launch_engine_changed shows it instead of the generated one
+            launch_engine.value = engine
+        else:
+            self.query_one("#launch-command", TextArea).text = line
 
     @on(Select.Changed, "#workload-select")
     def _workload_changed(self, event: Select.Changed) -> None:
@@ -271,8 +309,11 @@ class AdvisorApp(App):
 
     @on(Select.Changed, "#launch-engine")
     def _launch_engine_changed(self, event: Select.Changed) -> None:
-        if self.analysis is not None:
-            self.query_one("#launch-command", TextArea).text = actions.launch_command_line(self.analysis, str(event.value))
+        area = self.query_one("#launch-command", TextArea)
+        if self._pending_line is not None:
+            area.text, self._pending_line = self._pending_line, None
+        elif self.analysis is not None:
+            area.text = actions.launch_command_line(self.analysis, str(event.value))
 
     @on(Input.Submitted, "#checkpoint-input")
     @on(Button.Pressed, "#checkpoint-load")
@@ -295,6 +336,7 @@ class AdvisorApp(App):
         path.value = f"{stem or 'nvfp4-report'}.{event.value}"
 
     @on(Button.Pressed, "#export-run")
+    @on(Input.Submitted, "#export-path")
     def _export_pressed(self) -> None:
         self.export_report()
 
@@ -307,10 +349,12 @@ class AdvisorApp(App):
         self.stop_server()
 
     @on(Button.Pressed, "#launch-save")
+    @on(Input.Submitted, "#profile-name")
     def _save_pressed(self) -> None:
         self.save_launch_profile()
 
     @on(Button.Pressed, "#bench-run")
+    @on(Input.Submitted, "#bench-url")
     def _bench_pressed(self) -> None:
         self.run_bench()
 
@@ -345,6 +389,10 @@ class AdvisorApp(App):
         if sel is None:
             return
         self.set_status(f"analysing {sel.checkpoint} on {sel.gpus}× {sel.gpu_id} with {sel.engine}…")
+        if self.analysis is not None and self.analysis.selection.checkpoint != sel.checkpoint:
+            # another checkpoint: the old one's tables must not stand in for it while it loads (hub fetch)
+            for view in ("#checkpoint-view", "#explain-view", "#cost-view"):
+                self.query_one(view, DocView).message(f"loading {sel.checkpoint}…")
         self.run_analysis(sel)
 
     @work(thread=True, exclusive=True, group="analysis")
@@ -354,6 +402,7 @@ class AdvisorApp(App):
 
     def _analysis_done(self, result: Analysis) -> None:
         self.analysis = result
+        self._remember_source(result)
         for stage, err in result.errors.items():
             self.notify(err, title=f"{stage} failed", severity="error", timeout=8)
         self.query_one("#checkpoint-view", DocView).show(views.checkpoint_doc(result))
@@ -366,7 +415,19 @@ class AdvisorApp(App):
                 "demo checkpoint: a description without weights — load a real folder to launch" if demo else "stopped")
         sel = result.selection
         state = "ok" if result.ok else "with errors"
-        self.set_status(f"{sel.checkpoint} · {sel.gpus}× {sel.gpu_id} · {sel.engine} · {sel.workload} — {state}")
+        self._summary = f"{sel.checkpoint} · {sel.gpus}× {sel.gpu_id} · {sel.engine} · {sel.workload} — {state}"
+        self.set_status(self._summary)
+
+    def _remember_source(self, result: Analysis) -> None:
+        """Only checkpoints that inspect become recent items; the list updates in place."""
+        source = result.selection.checkpoint
+        if result.checkpoint is None or source.startswith("demo:") or source != self.state.checkpoint:
+            return
+        if self.state.recent[:1] != (source,):
+            self.update_state(recent=self.state.with_recent(source).recent)
+            demo_list = self.query_one("#demo-list", OptionList)
+            demo_list.clear_options()
+            demo_list.add_options(self._source_options())
 
     # ------------------------------------------------------------------ export
     @work(thread=True, exclusive=True, group="export")
@@ -377,8 +438,9 @@ class AdvisorApp(App):
             line = self.query_one("#launch-command", TextArea).text.strip()
             written = actions.export_report(self.analysis, self.probe_result, str(fmt), path,
                                             launch_line=line, launch_engine=self.launch_engine)
-        except AdvisorError as err:
-            self.call_from_thread(self.notify, str(err), severity="error")
+        except (AdvisorError, OSError) as err:
+            self.call_from_thread(self.notify, str(err), title="export failed", severity="error")
+            self.call_from_thread(self.query_one("#export-view", DocView).message, str(err), "bad")
             return
         self.last_report = written
         doc = Doc((Paragraph(f"Report written to {written}", "good"),))
@@ -435,9 +497,13 @@ class AdvisorApp(App):
         self._stop_worker(sup)
 
     @work(thread=True, group="stop")
-    def _stop_worker(self, sup: Any) -> None:
-        actions.stop_server(sup)
-        self.call_from_thread(self._server_gone)
+    def _stop_worker(self, sup: Any, then_exit: bool = False) -> None:
+        try:
+            actions.stop_server(sup)
+        finally:
+            self.call_from_thread(self._server_gone)
+            if then_exit:
+                self.call_from_thread(self.exit)
 
     def _server_gone(self) -> None:
         self.supervisor = None
@@ -466,12 +532,14 @@ class AdvisorApp(App):
             return
         self.call_from_thread(view.message, f"benchmarking {url}…")
         try:
-            doc = actions.bench_doc(url, self.analysis,
-                                  on_progress=lambda s: self.call_from_thread(self.set_status, s))
+            doc = actions.bench_doc(url, self.analysis, server=self.supervisor,
+                                    on_progress=lambda s: self.call_from_thread(self.set_status, s))
         except AdvisorError as err:
             self.call_from_thread(self.notify, str(err), severity="error")
             self.call_from_thread(view.message, str(err), "bad")
             return
+        finally:
+            self.call_from_thread(self.set_status, self._summary)
         self.call_from_thread(view.show, doc)
 
     # ------------------------------------------------------------------ microbench
@@ -479,8 +547,14 @@ class AdvisorApp(App):
     def run_microbench(self) -> None:
         view = self.query_one("#microbench-view", DocView)
         self.call_from_thread(view.message, "running microbenchmarks…")
-        doc = actions.microbench_doc(self.analysis,
-                                   on_progress=lambda s: self.call_from_thread(self.set_status, s))
+        try:
+            doc = actions.microbench_doc(self.analysis,
+                                         on_progress=lambda s: self.call_from_thread(self.set_status, s))
+        except AdvisorError as err:
+            self.call_from_thread(self.notify, str(err), severity="error")
+            doc = Doc((Paragraph(str(err), "bad"),))
+        finally:
+            self.call_from_thread(self.set_status, self._summary)
         self.call_from_thread(view.show, doc)
 
     def on_unmount(self) -> None:

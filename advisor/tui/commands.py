@@ -21,7 +21,14 @@ class AdvisorCommands(Provider):
         for label, value in getattr(app, "engine_choices", ()):
             yield f"Engine: {label}", partial(app.query_one("#engine-select").__setattr__, "value", value), \
                 "explain/plan with this engine's rules"
+        for w in getattr(app, "workloads", ()):
+            yield f"Workload: {w}", partial(app.query_one("#workload-select").__setattr__, "value", w), \
+                "plan and tune for this workload"
+        for label, gpu_id in getattr(app, "gpu_choices", ()):
+            yield f"GPU: {label}", partial(app.query_one("#gpu-select").__setattr__, "value", gpu_id), \
+                "plan for this card (what-if)"
         yield "Launch server", app.launch_server, "start the generated serve command"
+        yield "Save launch profile", app.save_launch_profile, "save the (edited) command under the profile name"
         yield "Stop server", app.stop_server, "stop the launched server (whole process group)"
         yield "Run benchmark", app.run_bench, "benchmark the running server against the plan"
         yield "Run microbenchmarks", app.run_microbench, "measure this GPU with the bundled Triton kernels"

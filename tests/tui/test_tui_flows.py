@@ -141,9 +141,14 @@ async def test_command_palette_lists_actions(make_app):
         provider = AdvisorCommands(app.screen)
         titles = [t for t, _, _ in provider._commands()]
         for needed in ("Launch server", "Stop server", "Run benchmark", "Run microbenchmarks",
-                       "Export report as html"):
+                       "Export report as html", "Save launch profile", "Workload: batch"):
             assert needed in titles
         assert any(t.startswith("Load demo") for t in titles)
+        # Picking a GPU from the palette re-plans for it.
+        callback = next(cb for t, cb, _ in provider._commands() if t.startswith("GPU: ") and "5090" in t)
+        callback()
+        await settle(app, pilot)
+        assert app.state.gpu_id == "rtx-5090" and app.analysis.selection.gpu_id == "rtx-5090"
 
 
 @pytest.mark.server
@@ -180,8 +185,210 @@ async def test_launch_tiny_real_server_and_stop(make_app, tui_tiny_model):
         await settle(app, pilot)
         bench = app.query_one("#bench-view", DocView).text
         assert "TTFT" in bench or "ttft" in bench.lower()
-        app.stop_server()
+        # A CPU transformers server is measured, not judged against the vllm plan.
+        assert "Not judged" in bench and "→ below" not in bench
+        assert str(app.query_one("#status").render()) == app._summary
+        # Ctrl+X stops it even from the command TextArea (whose own ctrl+x is cut).
+        app.action_show_tab("launch")
+        await pilot.pause()
+        area.focus()
+        await pilot.pause()
+        before = area.text
+        await pilot.press("ctrl+x")
         await settle(app, pilot)
+        assert app.supervisor is None and area.text == before
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_function_keys_switch_tabs_from_inside_a_pane(make_app):
+    """F-keys work wherever the focus is: a focused control of the old pane used to pull the tab back,
+    and the command TextArea swallowed F6/F7 (its select-line / select-all keys)."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        tabs = app.query_one("#tabs")
+        app.query_one("#gpu-select", Select).focus()
+        await pilot.pause()
+        await pilot.press("f3")
+        await pilot.pause()
+        assert tabs.active == "checkpoint"
+        app.action_show_tab("launch")
+        await pilot.pause()
+        app.query_one("#launch-command", TextArea).focus()
+        await pilot.pause()
+        await pilot.press("f7")
+        await pilot.pause()
+        assert tabs.active == "bench"
+        await pilot.press("f6")
+        await pilot.pause()
+        assert tabs.active == "launch"
+        # No server: ctrl+x is the inputs' cut again (nothing stops, the tab stays).
+        inp = app.query_one("#profile-name", Input)
+        inp.value = "abc"
+        inp.focus()
+        await pilot.pause()
+        await pilot.press("ctrl+a", "shift+end", "ctrl+x")     # select all, cut
+        await pilot.pause()
+        assert inp.value == "" and tabs.active == "launch" and app.is_running
+
+
+async def test_export_to_missing_folder_is_an_error_not_a_crash(make_app, tmp_path):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        app.action_show_tab("export")
+        await pilot.pause()
+        path = app.query_one("#export-path", Input)
+        target = tmp_path / "no-such-dir" / "report.md"
+        path.value = str(target)
+        path.focus()
+        await pilot.press("enter")                  # Enter in the path field exports
+        await settle(app, pilot)
+        assert app.is_running and not target.exists() and app.last_report is None
+        assert "does not exist" in app.query_one("#export-view", DocView).text
+        assert any("does not exist" in n.message for n in app._notifications)
+        ok = tmp_path / "report.html"
+        app.query_one("#export-format", Select).value = "html"
+        await pilot.pause()
+        path.value = str(ok)
+        path.focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.last_report == ok and ok.read_text().lstrip().lower().startswith("<!doctype html")
+
+
+async def test_saved_profile_keeps_edits_and_reloads_with_its_engine(make_app):
+    """Save an edited command (port, an added flag and variable), switch engine, pick the profile:
+    the profile's engine and exact command come back (the engine switch must not regenerate it)."""
+    from launchers import profiles
+
+    app = make_app(engine="vllm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        app.action_show_tab("launch")
+        await pilot.pause()
+        area = app.query_one("#launch-command", TextArea)
+        assert "--port 8000" in area.text
+        area.text = "VLLM_LOGGING_LEVEL=DEBUG " + area.text.replace("--port 8000", "--port 18555") + " --enforce-eager"
+        name = app.query_one("#profile-name", Input)
+        name.value = "edited"
+        name.focus()
+        await pilot.press("enter")                  # Enter in the name field saves
+        await settle(app, pilot)
+        settings, _ = profiles.load("edited")
+        assert settings.engine == "vllm" and settings.port == 18555
+        assert settings.extra_args == ("--enforce-eager",)
+        assert settings.extra_env == (("VLLM_LOGGING_LEVEL", "DEBUG"),)
+        app.query_one("#launch-engine", Select).value = "sglang"
+        await settle(app, pilot)
+        assert "sglang" in area.text
+        app.query_one("#profile-select", Select).value = "edited"
+        await settle(app, pilot)
+        assert app.launch_engine == "vllm"
+        assert "--port 18555" in area.text and "--enforce-eager" in area.text
+        assert "VLLM_LOGGING_LEVEL=DEBUG" in area.text
+
+
+async def test_launch_engine_follows_the_explained_engine(make_app):
+    app = make_app(engine="vllm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        sglang = next(v for _, v in views.engine_choices() if v.startswith("sglang@"))
+        app.query_one("#engine-select", Select).value = sglang
+        await settle(app, pilot)
+        assert app.launch_engine == "sglang"
+        assert app.query_one("#launch-command", TextArea).text.startswith("sglang ")
+
+
+async def test_gpu_count_field_shows_the_count_in_use(make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        count = app.query_one("#gpu-count", Input)
+        count.value = ""
+        count.focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert count.value == "1" and app.state.gpus == 1
+        count.value = "4"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.state.gpus == 4 and app.analysis.selection.gpus == 4
+
+
+async def test_recent_items_are_checkpoints_that_inspect(make_app, tmp_path, tui_tiny_model):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        bad = str(tmp_path / "missing-model")
+        app.action_load_checkpoint(bad)
+        await settle(app, pilot)
+        assert "inspect" in app.analysis.errors and bad not in app.state.recent
+        app.action_load_checkpoint(str(tui_tiny_model))
+        await settle(app, pilot)
+        assert app.analysis.checkpoint is not None
+        assert app.state.recent[0] == str(tui_tiny_model) and bad not in app.state.recent
+        ids = [o.id for o in app.query_one("#demo-list", OptionList)._options]
+        assert f"recent:{tui_tiny_model}" in ids and f"recent:{bad}" not in ids
+    st = load_state(tmp_path / "state.yaml")
+    assert st.checkpoint == str(tui_tiny_model) and st.recent[0] == str(tui_tiny_model)
+
+
+@pytest.mark.server
+async def test_quit_with_a_running_server_stops_it_first(make_app, tui_tiny_model):
+    import psutil
+
+    from tests_tui_helpers import free_port_for_test
+
+    app = make_app(checkpoint=str(tui_tiny_model))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        app.query_one("#launch-engine", Select).value = "transformers"
+        await pilot.pause()
+        area = app.query_one("#launch-command", TextArea)
+        area.text = area.text.replace("--port 8000", f"--port {free_port_for_test()}")
+        await pilot.press("ctrl+l")
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and "ready" not in str(app.query_one("#launch-state").render()):
+            await pilot.pause(0.5)
+        pids = [p.pid for p in app.supervisor.processes()]
+        assert pids
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert "stopping" in str(app.query_one("#launch-state").render())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and app.is_running:
+            await pilot.pause(0.2)
         assert app.supervisor is None
     for pid in pids:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_views_do_not_show_the_previous_checkpoint_while_loading(make_app):
+    """A hub fetch can take seconds: until it answers, the tabs say what is loading."""
+    import threading
+
+    release = threading.Event()
+    from advisor.tui import app as app_module
+
+    real = app_module.analyze
+
+    def slow_analyze(sel):
+        release.wait(30)
+        return real(sel)
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        app_module.analyze = slow_analyze
+        try:
+            app.action_load_checkpoint("demo:llama-3.1-8b-gptq-int4")
+            await pilot.pause()
+            for view in ("#checkpoint-view", "#explain-view", "#cost-view"):
+                assert app.query_one(view, DocView).text == "loading demo:llama-3.1-8b-gptq-int4…"
+        finally:
+            release.set()
+            app_module.analyze = real
+        await settle(app, pilot)
+        assert "llama-3.1-8b-gptq-int4" in app.query_one("#checkpoint-view", DocView).text
