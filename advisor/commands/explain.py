@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.commands._gpu_args import add_gpu_arguments
+from advisor.commands._args import add_checkpoint_argument, add_gpu_arguments
 
 NAME = "explain"
 HELP = "which kernel an engine runs for each layer class of a checkpoint on a GPU, and why"
@@ -35,8 +35,7 @@ def _dependency(text: str) -> str:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("checkpoint", metavar="CHECKPOINT",
-                        help="local folder, .safetensors file, hub id org/name[@revision], or demo:NAME")
+    add_checkpoint_argument(parser)
     add_gpu_arguments(parser)
     parser.add_argument("--engine", default="vllm", metavar="ENGINE[@VERSION]",
                         help="vllm, sglang or fastllm, optionally @VERSION (default: vllm, newest rules)")
@@ -100,7 +99,7 @@ def run(args):
         payload = {"checkpoint": info.source, "options": options_payload(options), "explanations": exps}
         return Outcome(json=document("explain-all-gpus", payload), doc=all_gpus_doc(exps, table, info),
                        exit_code=EXIT_OK)
-    from advisor.commands._gpu_args import selection_from_args
+    from advisor.commands._args import selection_from_args
 
     sel = selection_from_args(args)
     exp = explain(info, sel.spec, gpus=sel.count, engine=engine, version=version, options=options)

@@ -8,8 +8,9 @@ ORDER = 30
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("checkpoint", metavar="CHECKPOINT",
-                        help="local folder, .safetensors file, hub id org/name[@revision], or demo:NAME")
+    from advisor.commands._args import add_checkpoint_argument
+
+    add_checkpoint_argument(parser)
 
 
 def run(args):

@@ -21,7 +21,7 @@ def _devices(text: str) -> tuple[int, ...]:
 
 
 def add_arguments(parser) -> None:
-    from advisor.commands._gpu_args import add_gpu_arguments
+    from advisor.commands._args import add_gpu_arguments
 
     parser.add_argument("checkpoint", metavar="CHECKPOINT", nargs="?",
                         help="checkpoint folder (GGUF file for llamacpp); optional with --profile")
@@ -158,7 +158,7 @@ def _explanation(args, settings, notes, version, cmd):
     import os
 
     from advisor.checkpoint.inspect import inspect_checkpoint
-    from advisor.commands._gpu_args import selection_from_args
+    from advisor.commands._args import selection_from_args
     from advisor.errors import AdvisorError
     from advisor.kernel_path.explain import explain
     from advisor.kernel_path.rules import load_rules

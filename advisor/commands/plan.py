@@ -18,10 +18,9 @@ def _floats(text: str) -> tuple[float, ...]:
 
 
 def add_arguments(parser) -> None:
-    from advisor.commands._gpu_args import add_gpu_arguments
+    from advisor.commands._args import add_checkpoint_argument, add_gpu_arguments
 
-    parser.add_argument("checkpoint", metavar="CHECKPOINT",
-                        help="local folder, .safetensors file, hub id org/name[@revision], or demo:NAME")
+    add_checkpoint_argument(parser)
     add_gpu_arguments(parser)
     parser.add_argument("--engine", metavar="E[@V]", default="vllm",
                         help="serving engine and optional version, e.g. vllm@0.33 (default: vllm)")
@@ -106,7 +105,7 @@ def run(args):
     from advisor.calibration import load_calibration
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.commands import Outcome
-    from advisor.commands._gpu_args import selection_from_args
+    from advisor.commands._args import selection_from_args
     from advisor.analysis import explain_and_plan
     from advisor.cost.plan_doc import to_doc
     from advisor.cost.workload import get_workload

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from advisor.commands import Outcome
-from advisor.commands._gpu_args import add_gpu_arguments
+from advisor.commands._args import add_gpu_arguments
 
 NAME = "probe"
 HELP = "detect NVIDIA GPUs (NVML) and what their tensor cores support; --gpu ID for a what-if"

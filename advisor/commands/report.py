@@ -25,10 +25,9 @@ def _engines(text: str) -> tuple[str, ...]:
 
 
 def add_arguments(parser) -> None:
-    from advisor.commands._gpu_args import add_gpu_arguments
+    from advisor.commands._args import add_checkpoint_argument, add_gpu_arguments
 
-    parser.add_argument("checkpoint", metavar="CHECKPOINT",
-                        help="local folder, .safetensors file, hub id org/name[@revision], or demo:NAME")
+    add_checkpoint_argument(parser)
     add_gpu_arguments(parser)
     parser.add_argument("--compare", metavar="all|ID,ID,...",
                         help="add the compatibility matrix for these GPU ids (or the whole table)")
@@ -252,7 +251,7 @@ def run(args):
 
     import advisor
     from advisor.commands import Outcome
-    from advisor.commands._gpu_args import selection_from_args
+    from advisor.commands._args import selection_from_args
     from advisor.doc import Doc, Heading, Paragraph
     from advisor.jsonout import document
     from advisor.kernel_path.rules import parse_engine_spec

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from advisor.commands._gpu_args import add_gpu_arguments, selection_from_args
+from advisor.commands._args import add_gpu_arguments, selection_from_args
 from advisor.errors import UsageError
 from advisor.probe import resolve_gpus
 

@@ -1,4 +1,4 @@
-"""`--gpu ID|auto --gpus N`, shared by probe, explain, plan and report.
+"""Shared command-line arguments: `CHECKPOINT` and `--gpu ID|auto --gpus N` (probe, explain, plan, report, launch).
 
 Parsing stays light (no table load, no NVML): the id is checked when the command runs, so a bad
 id is one line and exit 2 (UsageError), and `--help` stays fast.
@@ -38,3 +38,11 @@ def selection_from_args(args: argparse.Namespace, probe_result=None):
     if probe_result is None:
         probe_result = probe()
     return resolve_gpus(probe_result, getattr(args, "gpu", None), getattr(args, "gpus", None))
+
+
+CHECKPOINT_HELP = "local folder, .safetensors file, hub id org/name[@revision], or demo:NAME"
+
+
+def add_checkpoint_argument(parser: argparse.ArgumentParser) -> None:
+    """The positional CHECKPOINT every analysing command takes (inspect, explain, plan, report)."""
+    parser.add_argument("checkpoint", metavar="CHECKPOINT", help=CHECKPOINT_HELP)
