@@ -582,8 +582,8 @@ def make_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None 
     if engine:
         state = dataclasses.replace(state, engine=engine)
     demos = views.demo_names()
-    if checkpoint:
-        state = state.with_recent(checkpoint)
+    if checkpoint:      # becomes a recent item once it inspects, like one typed in the app
+        state = dataclasses.replace(state, checkpoint=checkpoint)
     elif not state.checkpoint and demos:
         state = dataclasses.replace(state, checkpoint=f"demo:{demos[0]}")
     return AdvisorApp(state=state, state_file=state_file, probe=probe_fn, gpu_choices=gpu_choices,

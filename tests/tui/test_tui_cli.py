@@ -32,4 +32,15 @@ def test_make_app_applies_explicit_choices(make_app):
     app = make_app(checkpoint="demo:qwen3-30b-a3b-fp8", gpu="h100-sxm", gpus=2, engine="sglang")
     st = app.state
     assert (st.checkpoint, st.gpu_id, st.gpus, st.engine) == ("demo:qwen3-30b-a3b-fp8", "h100-sxm", 2, "sglang")
-    assert st.recent[0] == "demo:qwen3-30b-a3b-fp8"
+    assert "demo:qwen3-30b-a3b-fp8" not in st.recent      # only after it has inspected
+
+
+async def test_a_bad_path_from_the_command_line_is_not_remembered(make_app, tmp_path):
+    bad = str(tmp_path / "nope")
+    app = make_app(checkpoint=bad)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "inspect" in app.analysis.errors
+    assert bad not in app.state.recent
