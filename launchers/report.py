@@ -50,12 +50,16 @@ def kernel_check_doc(kc) -> Doc:
     else:
         blocks.append(Paragraph("the engine logged no kernel or backend choices", "dim"))
     kv = kc.kv
-    err = kv.error_pct
-    blocks.append(KeyValues((
-        ("KV pool (plan)", na(kv.predicted_tokens, "tokens", "{:,}")),
-        ("KV pool (engine)", na(kv.observed_tokens, "tokens", "{:,}")),
-        ("error", na(err, "%", "{:+.1f}")),
-    )))
+    if kv.predicted_tokens is None and kv.observed_tokens is None:
+        blocks.append(Paragraph("KV pool: no plan prediction to compare and the engine logged no pool size", "dim"))
+        return Doc(tuple(blocks))
+    pairs = [("KV pool (plan)", na(kv.predicted_tokens, "tokens", "{:,}") if kv.predicted_tokens is not None
+              else "no prediction (launched without a plan for this engine)"),
+             ("KV pool (engine)", na(kv.observed_tokens, "tokens", "{:,}") if kv.observed_tokens is not None
+              else "not logged")]
+    if kv.error_pct is not None:
+        pairs.append(("error", f"{kv.error_pct:+.1f} %"))
+    blocks.append(KeyValues(tuple(pairs)))
     return Doc(tuple(blocks))
 
 
