@@ -11,7 +11,7 @@ all (``known=False``) rather than a guess.
 
 from __future__ import annotations
 
-from advisor.yamlio import safe_load
+from advisor.yamlio import load_yaml_file
 
 import functools
 import re
@@ -146,14 +146,7 @@ def _validate(data: object, path: str) -> tuple[dict[str, str], list[dict]]:
 
 @functools.lru_cache(maxsize=8)
 def _load(path: str, _mtime_ns: int) -> tuple[dict[tuple[int, int], tuple[dict, tuple[int, int]]], dict[str, str]]:
-    import yaml
-
-    try:
-        data = safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BadInput(f"cannot read arch table: {err.strerror or err}", path=path) from None
-    except yaml.YAMLError as err:
-        raise BadInput(f"not valid YAML: {getattr(err, 'problem', None) or err}", path=path) from None
+    data = load_yaml_file(path, "arch table")
     sources, records = _validate(data, path)
     by_cc: dict[tuple[int, int], tuple[dict, tuple[int, int]]] = {}
     for rec in records:

@@ -12,7 +12,7 @@ ignoring memory-size tokens ("RTX 3060" -> "RTX 3060 12GB") when that leaves one
 
 from __future__ import annotations
 
-from advisor.yamlio import safe_load
+from advisor.yamlio import parse_yaml
 
 import difflib
 import functools
@@ -261,19 +261,13 @@ def _load_cached(path: str, _mtime_ns: int) -> tuple[tuple[GpuSpec, ...], dict[s
 
 
 def _validate(path: str, raw: bytes) -> tuple[tuple[GpuSpec, ...], dict[str, dict]]:
-    import yaml
     from pydantic import ValidationError
 
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise BadInput(f"GPU table is not UTF-8: {err.reason}", path=path) from None
-    try:
-        data = safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BadInput(f"not valid YAML{at}: {getattr(err, 'problem', None) or err}", path=path) from None
+    data = parse_yaml(text, path, "GPU table")
     if not isinstance(data, dict):
         raise BadInput("GPU table must be a mapping with 'sources' and 'gpus'", path=path)
     try:

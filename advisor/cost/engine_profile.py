@@ -5,8 +5,6 @@ Loaded at the edge into frozen records; the cost functions receive them as argum
 
 from __future__ import annotations
 
-from advisor.yamlio import safe_load
-
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any
 
 from advisor.cost.kv import KvDtype
 from advisor.errors import BadInput
+from advisor.yamlio import load_yaml_file
 
 GIB = 1024 ** 3
 # KV labels explain reports -> kind (engines spell the same dtype differently)
@@ -128,13 +127,8 @@ def _engine(name: str, e: dict, path: Path) -> EngineMemory:
 
 @functools.lru_cache(maxsize=8)
 def _load(path_str: str) -> dict[str, EngineMemory]:
-    import yaml
-
     path = Path(path_str)
-    try:
-        data = safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise BadInput(f"cannot read engine memory profile ({err})", path=path_str) from None
+    data = load_yaml_file(path, "engine memory profile")
     engines = _need(data, "engines", path, "top level")
     return {name: _engine(name, e, path) for name, e in engines.items()}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.yamlio import safe_load
+from advisor.yamlio import load_yaml_file
 
 import functools
 from dataclasses import dataclass
@@ -63,15 +63,8 @@ def _parse(name: str, e: object, path: str) -> Workload:
 
 @functools.lru_cache(maxsize=8)
 def load_workloads(path: str | None = None) -> dict[str, Workload]:
-    import yaml
-
     p = str(path or default_path())
-    try:
-        data = safe_load(Path(p).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BadInput(f"cannot read workloads file ({err.strerror or err})", path=p) from None
-    except yaml.YAMLError as err:
-        raise BadInput(f"not valid YAML ({str(err).splitlines()[0]})", path=p) from None
+    data = load_yaml_file(p, "workloads file")
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), dict) or not data["workloads"]:
         raise BadInput("expected a top-level 'workloads:' mapping with at least one entry", path=p)
     return {str(k): _parse(str(k), v, p) for k, v in data["workloads"].items()}

@@ -7,7 +7,7 @@ Loading validates every key (unknown keys are errors) and reports the file on fa
 
 from __future__ import annotations
 
-from advisor.yamlio import safe_load
+from advisor.yamlio import load_yaml_file
 
 import functools
 import re
@@ -340,15 +340,7 @@ def load_rule_file(path: Path) -> RuleFile:
 
 @functools.lru_cache(maxsize=32)
 def _load_cached(path: str, _mtime: int) -> RuleFile:
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            raw = safe_load(fh)
-    except OSError as err:
-        raise BadInput(f"cannot read rule file: {err.strerror}", path=path) from err
-    except yaml.YAMLError as err:
-        raise BadInput(f"not valid YAML: {str(err).splitlines()[0]}", path=path) from err
+    raw = load_yaml_file(path, "rule file")
     if not isinstance(raw, dict):
         raise BadInput("a rule file is a mapping (engine, version, paths, ...)", path=path)
     try:
