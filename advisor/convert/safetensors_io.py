@@ -16,13 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from advisor.checkpoint.safetensors_header import DTYPE_BITS
 from advisor.errors import BadInput
 
-DTYPE_SIZES = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
-    "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8,
-}
+# Bytes per element of every whole-byte dtype (the strict header reader's table is the one truth).
+DTYPE_SIZES = {k: bits // 8 for k, bits in DTYPE_BITS.items() if bits % 8 == 0}
 NUMPY_VIEW = {  # dtype -> numpy dtype of the raw bytes (float formats numpy lacks stay as bits)
     "BOOL": np.uint8, "U8": np.uint8, "I8": np.int8, "F8_E4M3": np.uint8, "F8_E5M2": np.uint8,
     "F8_E8M0": np.uint8, "I16": np.int16, "U16": np.uint16, "F16": np.uint16, "BF16": np.uint16,
