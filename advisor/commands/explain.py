@@ -82,6 +82,7 @@ def options_from_args(args):
 def run(args):
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.commands import Outcome
+    from advisor.doc import Doc, Paragraph
     from advisor.errors import EXIT_OK, EXIT_UNSUPPORTED
     from advisor.jsonout import document
     from advisor.kernel_path.explain import explain, explain_all_gpus
@@ -106,6 +107,21 @@ def run(args):
     payload = {"checkpoint": info.source, "gpu_selection": {"id": sel.spec.id, "count": sel.count,
                                                             "source": sel.source, "note": sel.note},
                "options": options_payload(options), "explanation": exp}
+    doc = explanation_doc(exp, sel.spec, info, options)
+    ignored = _ignored_env(engine, version, options)
+    if ignored:
+        text = (f"--env {', '.join(ignored)}: not modelled by the advisor's {exp.engine} {exp.engine_version} "
+                "rules, so this answer does not reflect it")
+        payload["ignored_env"] = list(ignored)
+        payload["warnings"] = [text]
+        doc = Doc((Paragraph("warning: " + text, "warn"),)) + doc
     engine_fails = any(not d.runs and not (d.error or "").startswith("no rule:") for d in exp.decisions)
-    return Outcome(json=document("explain", payload), doc=explanation_doc(exp, sel.spec, info, options),
+    return Outcome(json=document("explain", payload), doc=doc,
                    exit_code=EXIT_UNSUPPORTED if engine_fails else EXIT_OK)
+
+
+def _ignored_env(engine, version, options) -> tuple[str, ...]:
+    from advisor.kernel_path.env_names import ignored_env
+    from advisor.kernel_path.rules import load_rules
+
+    return ignored_env(load_rules(engine, version)[0], options.env) if options.env else ()

@@ -262,7 +262,26 @@ def _run(args):
         path = profiles.save(args.save_profile, settings, api_key_env=key_env)
         payload["saved_profile"] = str(path)
         doc = doc + Doc((Paragraph(f"saved launch profile {args.save_profile!r}: {path}", "good"),))
+    demo = settings.model.startswith("demo:")
+    if demo and not args.dry_run:
+        raise BadInput("a bundled demo holds configs only, no weights: launch a real checkpoint folder or hub id "
+                       "(--dry-run shows the command)", path=settings.model)
+    notes: list[str] = []
+    # explain before the dry-run return: a printed command must carry the failure explain predicts
+    explanation = _explanation(args, settings, notes, cmd.version, cmd)
+    predicted_fail = explanation is not None and not explanation.runs
     if args.dry_run:
+        warnings = []
+        if demo:
+            warnings.append("demo checkpoint: configs only, no weights — the engine needs your real checkpoint "
+                            f"in place of {settings.model}")
+        if predicted_fail:
+            warnings.append(f"explain predicts this will not run: {explanation.summary}")
+        payload.update(warnings=warnings, notes=notes)
+        if warnings:
+            doc = doc + Doc((Bullets(tuple(warnings), title="Before you run it", style="warn"),))
+        if notes:
+            doc = doc + Doc((Bullets(tuple(notes), style="dim"),))
         return Outcome(json=document("launch", payload), doc=doc)
     if settings.model.startswith(("/", "./", "../", "~")) and not Path(settings.model).expanduser().exists():
         # an explicit local path (a hub id would be org/name): the engine would fail only after starting
@@ -288,9 +307,7 @@ def _run(args):
             doc = doc + Doc((Bullets(tuple(f"pid {r.pid}: {r.engine} on port {r.port} — {r.command_line}" for r in left),
                                      title="Servers left running by an earlier run (stop: --stop-leftovers)",
                                      style="warn"),))
-    notes: list[str] = []
-    explanation = _explanation(args, settings, notes, cmd.version, cmd)
-    if explanation is not None and not explanation.runs:
+    if predicted_fail:
         # said before the (possibly long) load, which is expected to end in an error
         say(f"warning: explain predicts this will not run: {explanation.summary}")
         notes.append(f"explain predicted that this does not run: {explanation.summary}")

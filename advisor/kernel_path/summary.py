@@ -25,7 +25,9 @@ MMA_WORDS = {
 _ACT_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp8_e4m3": "FP8", "nvfp4": "NVFP4", "mxfp4": "MXFP4",
               "mxfp8": "MXFP8", "int8": "INT8", "fp32": "FP32"}
 _NATIVE_WORDS = {"nvfp4": "FP4", "mxfp4": "FP4", "fp8_e4m3": "FP8", "int8": "INT8"}
-_CEILING = {"fp8_e4m3": "2x", "int8": "2x", "mxfp8": "2x", "nvfp4": "4x", "mxfp4": "4x"}
+# Peak-table key of the tensor-core rate each activation format runs at (FP32 accumulation for FP8).
+_CEILING_PEAK = {"fp8_e4m3": "fp8_fp32acc", "mxfp8": "fp8_fp32acc", "int8": "int8", "nvfp4": "fp4",
+                 "mxfp4": "fp4"}
 
 
 def scheme_words(scheme: str) -> str:
@@ -85,8 +87,7 @@ def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool, mixed: bool = Fals
     if weight_only:
         return (f"{head} {runs} as intended, weight-only: {how}. Decode is bandwidth-bound and gains from "
                 f"the smaller weights; prefill runs at {actw} tensor-core speed.")
-    ceiling = _CEILING.get(act, "")
-    gain = f" ({ceiling} the BF16 dense peak)" if ceiling else ""
+    gain = _ceiling_words(act, gpu)
     declared = _declared_act(ck)
     if declared != act:
         return (f"{head} {runs} with {actw} activations instead of {_NATIVE_WORDS.get(declared, declared)}: {fmt} "
@@ -95,6 +96,19 @@ def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool, mixed: bool = Fals
                 "bandwidth-bound.")
     return (f"{head} {runs} natively: {fmt} weights and {actw} activations meet on {mma}. Prefill and large "
             f"batches get the {actw} compute ceiling{gain}; small-batch decode stays bandwidth-bound.")
+
+
+def _ceiling_words(act: str, gpu: GpuSpec) -> str:
+    """' (8x the BF16 dense peak)' from this GPU's own table: the ratio differs by segment (GeForce
+    Blackwell runs BF16 at half rate, B300 trades FP64 for FP4), so it is never a fixed 2x/4x."""
+    key = _CEILING_PEAK.get(act)
+    base_key = "bf16" if gpu.supports("bf16") else "fp16_fp32acc"
+    hi, lo = (gpu.peak(key), gpu.peak(base_key)) if key else (None, None)
+    if not isinstance(hi, (int, float)) or not isinstance(lo, (int, float)) or lo <= 0:
+        return ""
+    ratio = hi / lo
+    words = f"{ratio:.0f}x" if abs(ratio - round(ratio)) < 0.05 else f"{ratio:.1f}x"
+    return f" ({words} the {'BF16' if base_key == 'bf16' else 'FP16'} dense peak)"
 
 
 _PEAK_FOR_ACT = {"fp8_e4m3": ("fp8_fp32acc", "FP8"), "nvfp4": ("fp4", "FP4"), "mxfp4": ("fp4", "FP4"),

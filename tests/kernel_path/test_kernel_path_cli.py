@@ -185,3 +185,26 @@ def test_all_gpus_table_footnotes_each_failure_once(capsys):
     assert "Why it fails" in out and "[1] FP8 KV cache is not supported" in out
     assert "[2]" not in out
     assert out.count("fails [1]") == 4
+
+
+def test_summary_ceiling_ratio_comes_from_this_gpus_peaks(capsys):
+    """GeForce Blackwell runs BF16 at half rate: FP4 is 8x its BF16 peak there, 4x on a B200."""
+    from advisor.cli import main
+
+    for gpu, ratio in (("rtx-5090", "8x"), ("b200", "4x"), ("b300", "6x")):
+        assert main(["explain", "demo:qwen3-8b-nvfp4", "--gpu", gpu, "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)["explanation"]["summary"]
+        assert f"({ratio} the BF16 dense peak)" in summary, (gpu, summary)
+
+
+def test_env_override_the_rules_never_read_is_named(capsys):
+    from advisor.cli import main
+
+    argv = ["explain", "demo:qwen3-8b-nvfp4", "--gpu", "rtx-4090", "--json"]
+    assert main(argv + ["--env", "VLLM_NOT_A_REAL_KNOB=1", "--env", "VLLM_DISABLED_KERNELS=x"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ignored_env"] == ["VLLM_NOT_A_REAL_KNOB"]       # the one the rules read is not listed
+    assert main(argv[:-1] + ["--env", "VLLM_NOT_A_REAL_KNOB=1"]) == 0
+    assert "VLLM_NOT_A_REAL_KNOB: not modelled" in capsys.readouterr().out
+    assert main(argv + ["--env", "VLLM_DISABLED_KERNELS=x"]) == 0
+    assert "ignored_env" not in json.loads(capsys.readouterr().out)

@@ -1,0 +1,45 @@
+"""A dry run prints what explain predicts about the command; demos (no weights) never start."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from advisor.checkpoint.demo import demo_path
+from advisor.cli import main
+
+
+def _copy_demo(tmp_path: Path, name: str) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(demo_path(name), dst)
+    return dst
+
+
+def test_dry_run_carries_explains_failure_prediction(tmp_path, capsys):
+    ckpt = _copy_demo(tmp_path, "qwen3-8b-nvfp4")            # declares an FP8 KV cache
+    rc = main(["launch", str(ckpt), "--engine", "vllm", "--gpu", "rtx-2080-ti", "--dry-run", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["dry_run"] is True
+    assert any("will not run" in w and "float16" in w for w in out["warnings"]), out["warnings"]
+
+
+def test_dry_run_has_no_warning_where_explain_says_it_runs(tmp_path, capsys):
+    ckpt = _copy_demo(tmp_path, "qwen3-8b-nvfp4")
+    assert main(["launch", str(ckpt), "--engine", "vllm", "--gpu", "rtx-3090", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []
+
+
+def test_dry_run_without_gpu_says_the_prediction_was_skipped(tmp_path, capsys):
+    ckpt = _copy_demo(tmp_path, "qwen3-8b-nvfp4")
+    assert main(["launch", str(ckpt), "--engine", "vllm", "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert any("--gpu" in n for n in out["notes"])
+
+
+def test_demo_is_refused_for_a_real_launch_and_flagged_in_a_dry_run(capsys):
+    assert main(["launch", "demo:qwen3-8b-nvfp4", "--engine", "vllm"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "demo:qwen3-8b-nvfp4" in err[0] and "no weights" in err[0]
+    assert main(["launch", "demo:qwen3-8b-nvfp4", "--engine", "vllm", "--dry-run", "--json"]) == 0
+    assert any("configs only" in w for w in json.loads(capsys.readouterr().out)["warnings"])
