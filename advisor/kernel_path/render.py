@@ -26,12 +26,26 @@ def options_payload(options: InstallOptions) -> dict:
     return out
 
 
-def _install_line(options: InstallOptions) -> str:
-    defaults = InstallOptions()
-    changed = [f"{f}={'yes' if getattr(options, f) else 'no'}" for f in DEPENDENCY_FACTS
-               if getattr(options, f) != getattr(defaults, f)]
-    base = "complete install (FlashInfer + flashinfer-cubin, DeepGEMM, Humming)"
-    return base + ("; changed: " + ", ".join(changed) if changed else "")
+def _install_line(options: InstallOptions, exp: Explanation) -> str:
+    """What the answer assumes is installed: this engine's own optional dependencies (from its rule
+    file, not another engine's), present or absent under these options."""
+    from advisor.kernel_path.rules import load_rules
+
+    try:
+        deps = load_rules(exp.engine, exp.engine_version)[0].dependencies
+    except Exception:   # rules loaded from another folder (tests): the line is informative only
+        deps = {}
+    present = [d.label for d in deps.values() if all(options.fact(f) for f in d.installed)]
+    absent = [d.label for d in deps.values() if not all(options.fact(f) for f in d.installed)]
+    parts = []
+    if present:
+        parts.append("with " + ", ".join(present))
+    if absent:
+        parts.append("without " + ", ".join(absent))
+    facts = {f for d in deps.values() for f in d.installed + d.usable_if_any}
+    changed = [lb for lb in options.labels if lb.split()[-1] in facts]   # "without flashinfer"
+    line = "; ".join(parts) or "the engine as installed"
+    return line + (f" (you set: {', '.join(changed)})" if changed else "")
 
 
 def decision_blocks(d: LayerDecision) -> tuple:
@@ -65,7 +79,7 @@ def explanation_doc(exp: Explanation, gpu: GpuSpec, info: CheckpointInfo, option
         engine += f" ({exp.version_note})"
     head = [Heading(f"Kernel path: {info.label} checkpoint on {gpu.name} (sm_{gpu.sm})"),
             KeyValues((("checkpoint", info.source), ("engine", engine),
-                       ("GPUs", f"{exp.gpus} x {gpu.name}"), ("install", _install_line(options)))),
+                       ("GPUs", f"{exp.gpus} x {gpu.name}"), ("install", _install_line(options, exp)))),
             Paragraph(exp.summary, style="normal" if exp.runs else "warn")]
     blocks = list(head)
     for d in exp.decisions:

@@ -208,3 +208,17 @@ def test_env_override_the_rules_never_read_is_named(capsys):
     assert "VLLM_NOT_A_REAL_KNOB: not modelled" in capsys.readouterr().out
     assert main(argv + ["--env", "VLLM_DISABLED_KERNELS=x"]) == 0
     assert "ignored_env" not in json.loads(capsys.readouterr().out)
+
+
+def test_install_line_names_this_engines_dependencies_only(capsys):
+    from advisor.cli import main
+
+    def install_line(engine):
+        assert main(["explain", "demo:qwen3-8b-nvfp4", "--gpu", "rtx-4090", "--engine", engine,
+                     "--no-flashinfer"]) == 0
+        out = capsys.readouterr().out
+        return " ".join(out.split("install", 1)[1].split("\n\n", 1)[0].split())
+
+    fastllm, vllm = install_line("fastllm"), install_line("vllm")
+    assert "Humming" not in fastllm and "FlashInfer" not in fastllm and "CUTLASS FP8" in fastllm
+    assert "with Humming" in vllm and "without FlashInfer" in vllm and "you set: without flashinfer" in vllm
