@@ -47,7 +47,9 @@ def capability_statements(spec: GpuSpec) -> tuple[tuple[str, str], ...]:
         else:
             text = ", ".join(f"{_fmt_peak(v, k)} {_ACC.get(k, '')}".strip() for k, v in known)
         derived = [k for k, _ in known if k in spec.derived_fields]
-        flag = ", derived" if derived or spec.derived else ""
+        halved = [k for k, _ in known if k in spec.halved_from_sparse]
+        flag = (", derived" if derived or spec.derived else "") + (", half the published sparse figure"
+                                                                     if halved else "")
         out.append((label, f"yes (dense {text}{flag})"))
     return tuple(out)
 
