@@ -229,7 +229,9 @@ def _decide_kv(ck: CheckpointInfo, gpu: GpuSpec, rules: RuleFile, options: Insta
     d = select(path, ctx, checkpoint_scheme=ck_scheme, pre_reasons=tuple(reasons))
     stored = _KV_NAMES.get(kv, kv) if kv != "auto" else d.activation_dtype
     eff = f"KV {stored}" if d.effective_scheme == f"KV {kv}" else d.effective_scheme
-    return replace(d, kv_cache_dtype=stored, effective_scheme=eff)
+    # a 16-bit cache is read as is: the candidate's per-tile dequant applies to quantized caches only
+    dequant = "none" if stored in ("bf16", "fp16", "float16", "bfloat16") and d.dequant == "registers" else d.dequant
+    return replace(d, kv_cache_dtype=stored, effective_scheme=eff, dequant=dequant)
 
 
 # Engine spellings -> one name per stored KV dtype (what the cost model sizes).

@@ -222,3 +222,27 @@ def test_install_line_names_this_engines_dependencies_only(capsys):
     fastllm, vllm = install_line("fastllm"), install_line("vllm")
     assert "Humming" not in fastllm and "FlashInfer" not in fastllm and "CUTLASS FP8" in fastllm
     assert "with Humming" in vllm and "without FlashInfer" in vllm and "you set: without flashinfer" in vllm
+
+
+def test_marlin_8bit_activations_crash_nvfp4_moe_but_not_dense(capsys):
+    """marlin_utils_fp4.py:347-349@0.33.0 raises for NVFP4 experts; dense NVFP4 never reads the variable."""
+    from advisor.cli import main
+
+    def decisions(ckpt):
+        main(["explain", ckpt, "--gpu", "rtx-4090", "--env", "VLLM_MARLIN_INPUT_DTYPE=fp8", "--json"])
+        return {d["layer_class"]: d for d in json.loads(capsys.readouterr().out)["explanation"]["decisions"]}
+
+    moe = decisions("demo:qwen3-30b-a3b-nvfp4")["moe_experts"]
+    assert not moe["runs"] and "NVFP4 weight + INT8/FP8 activation is not supported." in moe["error"]
+    assert decisions("demo:qwen3-8b-nvfp4")["dense_linear"]["runs"]
+
+
+def test_a_16bit_kv_cache_has_nothing_to_dequantize(capsys):
+    from advisor.cli import main
+
+    for engine in ("fastllm", "vllm"):
+        main(["explain", "demo:qwen3-8b-nvfp4", "--gpu", "rtx-4090", "--engine", engine,
+              "--kv-cache-dtype", "float16" if engine == "fastllm" else "bfloat16", "--json"])
+        kv = [d for d in json.loads(capsys.readouterr().out)["explanation"]["decisions"]
+              if d["layer_class"] == "attention_kv"][0]
+        assert kv["kv_cache_dtype"] in ("fp16", "bf16") and kv["dequant"] == "none", (engine, kv)

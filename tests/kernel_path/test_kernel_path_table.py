@@ -61,8 +61,10 @@ CASES = [
     ("vllm", "nvfp4-w4a4", "b200", NO_FI, "dense_linear", "CutlassNvFp4LinearKernel", "W4A4-NVFP4", {}),
     ("vllm", "nvfp4-w4a4", "thor", D, "dense_linear", "FlashInferCutlassNvFp4LinearKernel", "W4A4-NVFP4", {}),
     ("vllm", "nvfp4-w4a4", "thor", NO_FI, "dense_linear", "CutlassNvFp4LinearKernel", "W4A4-NVFP4", {}),
-    ("vllm", "nvfp4-w4a4", "h100", D, "dense_linear", "HummingNvFp4LinearKernel", "W4A8-FP8",
-     {"act": "fp8_e4m3", "mma": "wgmma_e4m3"}),
+    # Humming rejects FP8 activations for 16-wide NVFP4 groups and falls back to BF16
+    # (humming/schema/humming.py:591@humming-kernels-0.1.19; see test_kernel_path_vllm_verified.py)
+    ("vllm", "nvfp4-w4a4", "h100", D, "dense_linear", "HummingNvFp4LinearKernel", "W4A16-NVFP4",
+     {"act": "bf16", "mma": "wgmma_bf16"}),
     ("vllm", "nvfp4-w4a4", "h100", NO_HUMMING, "dense_linear", "MarlinNvFp4LinearKernel", "W4A16-NVFP4", {}),
     ("vllm", "nvfp4-w4a4-ct", "rtx-3090", D, "dense_linear", "MarlinNvFp4LinearKernel", "W4A16-NVFP4", {}),
     ("vllm", "nvfp4-w4a4", "v100", D, "dense_linear", None, "W4A4-NVFP4", {"error": "no kernel image"}),
