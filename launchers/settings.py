@@ -121,5 +121,10 @@ def predicted_kv_tokens(plan) -> int | None:
     pools = _get(preds, "kv_pool_tokens") if preds is not None else None
     if not pools or rec is None:
         return None
+    state = _get(preds, "recurrent_state")
+    if state is not None and _get(state, "pool") == "shared":
+        # vLLM logs max concurrency at max_model_len x max_model_len (kv_cache_utils.py:1120-1153@0.33.0):
+        # with per-request recurrent state that is not a count of KV tokens, so there is nothing to compare.
+        return None
     v = pools.get(_get(rec, "kv_cache_dtype"))
     return int(v) if isinstance(v, (int, float)) else None

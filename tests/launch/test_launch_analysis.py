@@ -234,3 +234,16 @@ def test_real_plan_json_drives_launch_and_verdict(tmp_path, capsys):
     pred = verdict.load_prediction(path)
     assert pred.decode_tps.low < preds["decode_tok_s"] < pred.decode_tps.high
     assert pred.kv_tokens == preds["kv_pool_tokens"][rec["kv_cache_dtype"]]
+
+
+def test_no_kv_token_comparison_for_a_shared_recurrent_state_pool():
+    """vLLM's logged 'KV cache size' is concurrency x max_model_len: with per-request GDN/Mamba state
+    in the same pool it is not a KV token count, so the check must not compare it (SGLang's split
+    pool logs KV tokens after the state pool, which the plan predicts)."""
+    plan = {"predictions": {"kv_pool_tokens": {"fp8": 120000}, "recurrent_state": {"pool": "shared"}},
+            "recommendation": {"kv_cache_dtype": "fp8"}}
+    assert predicted_kv_tokens(plan) is None
+    plan["predictions"]["recurrent_state"]["pool"] = "split"
+    assert predicted_kv_tokens(plan) == 120000
+    plan["predictions"]["recurrent_state"] = None
+    assert predicted_kv_tokens(plan) == 120000
