@@ -83,8 +83,14 @@ def explain_and_plan(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ve
     explanation = explain(checkpoint, gpu, gpus=gpus, engine=engine, version=version, options=options)
     names = [options.kv_cache_dtype] if options.kv_cache_dtype else list(eng.kv_tune)
     kvd = kv_decisions(checkpoint, gpu, gpus, engine, version, names, options)
+    from dataclasses import replace
+
+    def explain_at_tp(n: int):
+        # the tuner's other TP sizes keep the user's install options (e.g. FastLLM --moe_device)
+        return explain(checkpoint, gpu, gpus=gpus, engine=engine, version=version, options=replace(options, tp=n))
+
     plan = make_plan(checkpoint, explanation, gpu, gpus=gpus, workload=workload, overrides=overrides,
-                     calibration=calibration, kv_decisions=kvd, engine_memory=eng)
+                     calibration=calibration, kv_decisions=kvd, engine_memory=eng, explain_at_tp=explain_at_tp)
     return explanation, plan
 
 

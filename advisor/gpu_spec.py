@@ -83,5 +83,11 @@ class GpuSpec:
         return self.peaks.get(key)
 
     def supports(self, key: str) -> bool:
+        """The table knows a rate for ``key``. Not a capability test: a null peak is unknown, not absent
+        (ask advisor.arch_caps, or ``lacks``)."""
         v = self.peaks.get(key)
         return v is not None and v is not NOT_SUPPORTED
+
+    def lacks(self, key: str) -> bool:
+        """The table says the tensor cores lack ``key`` (NOT_SUPPORTED), as opposed to not knowing its rate."""
+        return self.peaks.get(key) is NOT_SUPPORTED

@@ -12,14 +12,17 @@ Rules (in this order, each recorded as a trade-off row):
              other streams' decode while it runs and its activations come out of the KV pool)
   max batch  latency/context: the workload's concurrency; throughput: the smallest batch (at most the
              workload's concurrency) within 3 % of the best aggregate that keeps the per-stream floor and
-             fits the context
-  draft k    the k with the best speedup at the chosen batch (0 when none gains 5 %)
+             fits the context; never more requests than the pool holds with their KV and, for GDN/Mamba
+             layers, their per-request recurrent state (rechecked after draft tokens add state slots)
+  draft k    the k with the best speedup at the chosen batch (0 when none gains 5 %); for GDN/Mamba
+             models only among the k whose extra state slots keep the workload's context fitting
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from advisor.cost import feasibility
 from advisor.cost.context import PlanContext, Settings
 from advisor.cost.speculative import choose
 from advisor.cost.workload import Workload
@@ -99,13 +102,16 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     o = ctx.overrides
     options: list[Option] = []
     notes: list[str] = []
-    heads = ctx.checkpoint.arch.num_attention_heads or 1
 
     # ---- TP
     if o.tp:
         tps = [o.tp]
     else:
-        tps = [n for n in (1, 2, 4, 8, 16) if n <= ctx.gpus and heads % n == 0] or [1]
+        tps = feasibility.tp_candidates(ctx.gpus, ctx.checkpoint.arch)
+    # a TP size whose path runs layers on the CPU (FastLLM's INT4 kernel is single-GPU only) is never
+    # chosen while another runs on the GPU: its speed is not a GPU roofline at all
+    on_cpu = {n: ctx.cpu_layers_at_tp.get(n, ()) for n in tps}
+    gpu_tps = [n for n in tps if not on_cpu[n]]
     best_tp, best_val = None, 0.0
     tp_rows = []
     for tp in tps:
@@ -113,16 +119,19 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
         fits = _fits(ctx, s, w)
         val = _objective(ctx, s, w) if ctx.budget(s).pool_bytes.value > 0 else 0.0
         tp_rows.append((tp, fits, val, ctx.max_context(s, w.concurrency)))
+        if on_cpu[tp] and gpu_tps:
+            notes.append(f"TP {tp} not chosen: {feasibility.cpu_reason(on_cpu[tp], tp)}")
+            continue
         if val > 0 and (best_tp is None or (fits and not _fits(ctx, _base(ctx, w, best_tp), w))
                         or val > best_val * TP_GAIN):
             best_tp, best_val = tp, val
     if best_tp is None:
-        best_tp = tps[-1]
-        notes.append(f"the weights do not fit in {ctx.gpus} x {ctx.vram_bytes / 2**30:.0f} GiB at any TP size")
+        best_tp = (gpu_tps or tps)[-1]
+        notes.append(feasibility.does_not_fit_note(ctx, lambda n: _base(ctx, w, n)))
     for tp, fits, val, mc in tp_rows:
+        why = ("layers run on the CPU" if on_cpu[tp] else "") or ("" if fits else "context x concurrency does not fit")
         options.append(Option("tp", str(tp), {"objective_tok_s": round(val, 2), "max_context": mc,
-                                             "fits_workload": fits}, tp == best_tp,
-                              "" if fits else "context x concurrency does not fit"))
+                                             "fits_workload": fits}, tp == best_tp, why))
     tp = best_tp
 
     # ---- KV dtype
@@ -203,8 +212,9 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     if o.max_batch:
         batch = o.max_batch
         if batch > max_conc:
-            notes.append(f"--max-batch {batch} exceeds the {max_conc} requests of {ctx_tokens} tokens the KV "
-                         "pool holds: requests will queue or be preempted")
+            held = "KV pool holds" if ctx.recurrent(s) is None else "pool holds with their KV and recurrent state"
+            notes.append(f"--max-batch {batch} exceeds the {max_conc} requests of {ctx_tokens} tokens the {held}: "
+                         "requests will queue or be preempted")
     elif w.objective == "throughput":
         # the workload's concurrency is the most requests it ever has in flight: a larger batch buys nothing
         top_b = max(1, min(max_conc, w.concurrency, 1024))
@@ -251,18 +261,36 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     elif w.speculative and ctx.spec_method is not None:
         b = max(1, min(w.concurrency, batch))
         pts = ctx.spec_points(s, b, c)
-        k = choose(pts) if ctx.spec_auto else 0
+        too_big = _state_crowded_k(ctx, s, w, [p.k for p in pts])
+        k = choose([p for p in pts if p.k not in too_big]) if ctx.spec_auto else 0
         for p in pts:
             options.append(Option("draft_tokens", str(p.k), {"expected_tokens_per_step": round(p.expected_tokens, 3),
                                                              "speedup": round(p.speedup, 3)}, p.k == k,
-                                  f"{ctx.spec_method.name} at batch {b}"))
+                                  f"{ctx.spec_method.name} at batch {b}" + (
+                                      "; the workload's context no longer fits: each draft token holds one more "
+                                      "linear-attention state per request" if p.k in too_big else "")))
         if not ctx.spec_auto:
             options.append(Option("draft_tokens", "0", {}, True, ctx.spec_note))
         s = replace(s, draft_tokens=k)
     else:
         why = "the workload does not use speculation" if not w.speculative else "no draft method available"
         options.append(Option("draft_tokens", "0", {}, True, why))
+    if s.draft_tokens and not o.max_batch and ctx.recurrent(s) is not None:
+        # GDN/Mamba layers keep one more state per draft token: the chosen batch must still fit
+        capped = max(1, min(s.max_batch, ctx.max_concurrency(s, ctx_tokens)))
+        if capped < s.max_batch:
+            notes.append(f"max batch lowered from {s.max_batch} to {capped}: with {s.draft_tokens} draft tokens "
+                         "each request holds more linear-attention states")
+            s = replace(s, max_batch=capped)
     return Tuning(s, tuple(options), tuple(notes))
+
+
+def _state_crowded_k(ctx: PlanContext, s: Settings, w: Workload, ks: list[int]) -> set[int]:
+    """Draft counts whose extra GDN/Mamba state slots (vLLM keeps one per draft token per request) push
+    a workload that fits without drafts out of the pool."""
+    if ctx.recurrent(s) is None or not _fits(ctx, replace(s, draft_tokens=0), w):
+        return set()
+    return {k for k in ks if not _fits(ctx, replace(s, draft_tokens=k), w)}
 
 
 def _declared_kv_kind(ctx: PlanContext) -> str | None:

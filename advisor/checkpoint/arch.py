@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.checkpoint.model import ArchInfo, MLAInfo, MoEInfo
+from advisor.checkpoint.model import ArchInfo, LinearStateInfo, MLAInfo, MoEInfo
 
 _NESTED_TEXT = ("text_config", "language_config", "llm_config")
 _VISION_KEYS = ("vision_config", "visual", "vision_tower_config", "mm_vision_tower")
@@ -146,6 +146,50 @@ def mtp_layers(cfg: dict) -> int:
                        "n_mtp_layers"))
 
 
+def linear_state(cfg: dict, kinds: list[LayerKind]) -> LinearStateInfo | None:
+    """The per-request state shape of the GDN / KDA / Mamba layers (None when the config lacks it).
+
+    Field names follow the engines' readers: vLLM 0.33.0 qwen3_5.py / qwen3_next.py (GDN),
+    kimi_linear (KDA), nemotron_h.py (mamba_num_heads x mamba_head_dim), falcon_h1 / granitemoehybrid
+    (mamba_n_heads, mamba_d_head, mamba_expand), jamba.py (mamba1: mamba_expand x hidden, mamba_d_state).
+    """
+    gdn = sum(1 for k in kinds if k.mixer == "gdn")
+    mamba = sum(1 for k in kinds if k.mixer == "mamba")
+    ssm_dtype = _first(cfg, "mamba_ssm_dtype", "mamba_ssm_cache_dtype")
+    ssm_dtype = str(ssm_dtype) if isinstance(ssm_dtype, str) else None
+    if gdn:
+        kv_heads, k_dim = _int(cfg.get("linear_num_key_heads")), _int(cfg.get("linear_key_head_dim"))
+        v_heads, v_dim = _int(cfg.get("linear_num_value_heads")), _int(cfg.get("linear_value_head_dim"))
+        kernel = _int(cfg.get("linear_conv_kernel_dim"))
+        if kv_heads and k_dim and v_heads and v_dim and kernel:
+            return LinearStateInfo("gdn", kernel, v_heads * v_dim, kv_heads, k_dim, v_heads, v_dim, ssm_dtype, gdn)
+        lin = cfg.get("linear_attn_config")
+        if isinstance(lin, dict):    # Kimi Linear KDA: q/k/v all num_heads x head_dim
+            h, d = _int(lin.get("num_heads")), _int(lin.get("head_dim"))
+            kernel = _int(_first(lin, "short_conv_kernel_size", "conv_kernel_size"))
+            if h and d and kernel:
+                return LinearStateInfo("kda", kernel, h * d, h, d, h, d, ssm_dtype, gdn)
+        return None
+    if not mamba:
+        return None
+    kernel = _int(_first(cfg, "conv_kernel", "mamba_d_conv", "mamba_conv_kernel"))
+    state = _int(_first(cfg, "ssm_state_size", "mamba_d_state", "state_size"))
+    heads = _int(_first(cfg, "mamba_num_heads", "mamba_n_heads"))
+    head_dim = _int(_first(cfg, "mamba_head_dim", "mamba_d_head"))
+    groups = _int(_first(cfg, "n_groups", "mamba_n_groups"), 1)
+    if not (kernel and state):
+        return None
+    if heads and head_dim:
+        return LinearStateInfo("mamba2", kernel, heads * head_dim, groups, state, heads, head_dim, ssm_dtype, mamba)
+    expand = _first(cfg, "mamba_expand", "expand")
+    hidden = _int(cfg.get("hidden_size"))
+    inner = _int(cfg.get("mamba_intermediate_size")) or (int(expand * hidden) if isinstance(
+        expand, (int, float)) and not isinstance(expand, bool) else 0)
+    if not inner:
+        return None
+    return LinearStateInfo("mamba1", kernel, inner, 0, state, 0, 0, ssm_dtype, mamba)
+
+
 def has_vision(config: dict) -> bool:
     return any(isinstance(config.get(k), dict) for k in _VISION_KEYS)
 
@@ -216,4 +260,5 @@ def arch_info(config: dict) -> ArchInfo:
         mla=mla,
         mtp_layers=mtp_layers(cfg),
         has_vision=has_vision(config),
+        linear_state=linear_state(cfg, kinds),
     )

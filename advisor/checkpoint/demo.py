@@ -17,6 +17,7 @@ DEMOS: dict[str, tuple[str, str]] = {
     "qwen3-30b-a3b-nvfp4": ("MoE Qwen3-30B-A3B, ModelOpt NVFP4 W4A4 + FP8 KV cache", "W4A4-NVFP4"),
     "qwen3-30b-a3b-fp8": ("MoE Qwen3-30B-A3B-FP8, block FP8 128x128, dynamic activations", "W8A8-FP8"),
     "llama-3.1-8b-gptq-int4": ("dense Llama-3.1-8B, GPTQ INT4 group 128", "W4A16-INT4"),
+    "gpt-oss-20b-mxfp4": ("MoE gpt-oss-20b (openai), MXFP4 experts, BF16 attention with sinks", "W4A16-MXFP4"),
 }
 
 

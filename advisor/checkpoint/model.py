@@ -80,6 +80,26 @@ class MLAInfo:
 
 
 @dataclass(frozen=True)
+class LinearStateInfo:
+    """Shape numbers of the fixed per-request state a linear-attention layer keeps (a short-conv window
+    plus a recurrent matrix state), from config.json. One layout serves GDN, KDA and Mamba2 (engines
+    size GDN as Mamba2 with n_groups = key heads, state_size = key head dim):
+      conv state      (conv_kernel - 1) x (intermediate_size + 2 x n_groups x state_size)
+      recurrent state num_heads x head_dim x state_size           (mamba1: intermediate_size x state_size)
+    """
+
+    kind: str                               # gdn | kda | mamba2 | mamba1
+    conv_kernel: int                        # linear_conv_kernel_dim | conv_kernel | mamba_d_conv
+    intermediate_size: int                  # linear_num_value_heads x linear_value_head_dim | mamba inner dim
+    n_groups: int = 0                       # linear_num_key_heads | n_groups (B/C groups)
+    state_size: int = 0                     # linear_key_head_dim | ssm_state_size | mamba_d_state
+    num_heads: int = 0                      # linear_num_value_heads | mamba_num_heads
+    head_dim: int = 0                       # linear_value_head_dim | mamba_head_dim
+    ssm_dtype: str | None = None            # the config's mamba_ssm_dtype / mamba_ssm_cache_dtype, if any
+    layers: int = 0                         # decoder layers that keep this state
+
+
+@dataclass(frozen=True)
 class ArchInfo:
     """The architecture numbers the cost model needs (text model; vision tower counted separately)."""
 
@@ -103,6 +123,7 @@ class ArchInfo:
     mla: MLAInfo | None = None
     mtp_layers: int = 0
     has_vision: bool = False
+    linear_state: LinearStateInfo | None = None   # GDN / Mamba state shape (None: none, or config lacks it)
 
 
 @dataclass(frozen=True)

@@ -435,6 +435,24 @@ def _mxfp4_plan(qcfg: dict) -> QuantPlan:
     return plan
 
 
+def _w8a8_int8_plan(qcfg: dict) -> QuantPlan:
+    """SGLang's own `w8a8_int8` format: INT8 weights per output channel (symmetric, static) and INT8
+    activations per token (dynamic) for every linear and MoE layer not in `ignore`
+    (sglang/srt/layers/quantization/w8a8_int8.py:64-119@0.5.23)."""
+    w = WeightQuant("int8", 8, "channel", symmetric=True)
+    a = ActQuant("int8", dynamic=True, granularity="token")
+    skip = _str_list(qcfg.get("ignore"))
+    plan = QuantPlan(producer="w8a8_int8", quant_method="w8a8_int8", raw=qcfg)
+
+    def resolve(name: str, role: str) -> Spec | None:
+        if role not in _DECODER_LINEAR | {"expert"} or _not_convert(name, skip):
+            return None
+        return Spec(w, a, "quant_method w8a8_int8")
+
+    plan._resolver = resolve
+    return plan
+
+
 def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict | None = None) -> QuantPlan:
     """The plan from config.json (top level or nested text_config), hf_quant_config.json and
     quantize_config.json (older GPTQ repos)."""
@@ -470,6 +488,8 @@ def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict
         return _bnb_plan(qcfg)
     if method == "mxfp4":
         return _mxfp4_plan(qcfg)
+    if method == "w8a8_int8":
+        return _w8a8_int8_plan(qcfg)
     plan = QuantPlan(producer="unknown", quant_method=method or None, raw=qcfg)
     plan.notes.append(("unknown-quant-method",
                        f"quantization_config has unknown quant_method {method or None!r}: module formats come "

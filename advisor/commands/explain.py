@@ -82,6 +82,7 @@ def options_from_args(args):
 def run(args):
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.commands import Outcome
+    from advisor.cost.feasibility import check_tp
     from advisor.doc import Doc, Paragraph
     from advisor.errors import EXIT_OK, EXIT_UNSUPPORTED
     from advisor.jsonout import document
@@ -93,6 +94,7 @@ def run(args):
     options = options_from_args(args)
     info = inspect_checkpoint(args.checkpoint)
     if args.all_gpus:
+        check_tp(args.tp, args.gpus or 1, info.arch)
         from advisor.gpu_table import load_gpu_table
 
         table = load_gpu_table()
@@ -103,6 +105,7 @@ def run(args):
     from advisor.commands._args import selection_from_args
 
     sel = selection_from_args(args)
+    check_tp(args.tp, sel.count, info.arch)
     exp = explain(info, sel.spec, gpus=sel.count, engine=engine, version=version, options=options)
     payload = {"checkpoint": info.source, "gpu_selection": {"id": sel.spec.id, "count": sel.count,
                                                             "source": sel.source, "note": sel.note},

@@ -101,6 +101,11 @@ def build_settings(args, environ):
             # the recommendation is in the planned engine's spellings and memory model
             raise UsageError(f"{args.plan} is a plan for {planned}: launch --engine {planned}, or make a plan for "
                              f"{engine} (`nvfp4-advisor plan CHECKPOINT --engine {engine} --json`)")
+        blocked = (plan_doc.get("recommendation") or {}).get("blocked")
+        if blocked:
+            from advisor.errors import Unsupported
+
+            raise Unsupported(f"{args.plan}: the plan has no launch line: {blocked}")
         base = settings_from_plan(plan_doc, engine=engine, model=model,
                                   **({} if base is None else {"port": base.port}))
     s = base or ServeSettings(engine=engine, model=model)

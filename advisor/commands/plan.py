@@ -18,6 +18,8 @@ def _floats(text: str) -> tuple[float, ...]:
 
 
 def add_arguments(parser) -> None:
+    import argparse
+
     from advisor.commands._args import add_checkpoint_argument, add_gpu_arguments
 
     add_checkpoint_argument(parser)
@@ -34,6 +36,9 @@ def add_arguments(parser) -> None:
     what.add_argument("--bandwidth", metavar="GB/s", type=float, help="DRAM bandwidth instead of the table's")
     what.add_argument("--pcie-gen", type=int, help="PCIe generation between the GPUs (TP all-reduce)")
     what.add_argument("--pcie-lanes", type=int, help="PCIe lanes per GPU")
+    what.add_argument("--nvlink", action=argparse.BooleanOptionalAction, default=None,
+                      help="the GPUs are (--nvlink) or are not (--no-nvlink) joined by NVLink "
+                           "(default: the probed topology, else NVLink only for SXM-class datacenter parts)")
     what.add_argument("--no-calibration", action="store_true", help="ignore saved microbench calibration")
     fixed = parser.add_argument_group("settings you already fixed (the tuner keeps them)")
     fixed.add_argument("--kv-cache-dtype", metavar="DTYPE", help="engine KV-cache dtype flag value")
@@ -64,6 +69,17 @@ def probed_device(selection, probe_result):
     return None
 
 
+def probed_nvlink(selection, probe_result) -> bool | None:
+    """True/False when the probe saw how the selected cards are linked (all NVLink/NVSwitch, or not)."""
+    if probe_result is None or len(getattr(selection, "devices", ())) < 2:
+        return None
+    idx = set(selection.devices)
+    kinds = [link.kind for link in probe_result.topology if link.a in idx and link.b in idx]
+    if not kinds or "unknown" in kinds:
+        return None
+    return all(k in ("nvlink", "nvswitch") for k in kinds)
+
+
 def _positive(name: str, value) -> None:
     from advisor.errors import UsageError
 
@@ -71,7 +87,7 @@ def _positive(name: str, value) -> None:
         raise UsageError(f"{name} must be positive (got {value:g})")
 
 
-def overrides_from_args(args, device=None):
+def overrides_from_args(args, device=None, nvlink: bool | None = None):
     from advisor.cost.overrides import Overrides
 
     for name in ("vram", "power_limit", "bandwidth", "max_batch", "chunked_prefill", "tp", "context",
@@ -94,7 +110,8 @@ def overrides_from_args(args, device=None):
         max_batch=args.max_batch, memory_share=args.memory_share, chunked_prefill=args.chunked_prefill,
         tp=args.tp, draft_tokens=args.draft_tokens, spec_method=args.spec_method, acceptance=args.acceptance,
         draft_bytes=args.draft_bytes, cuda_graphs=args.cuda_graphs, context_tokens=args.context,
-        prompt_tokens=args.prompt, pcie_gen=pcie_gen, pcie_lanes=pcie_lanes)
+        prompt_tokens=args.prompt, pcie_gen=pcie_gen, pcie_lanes=pcie_lanes,
+        nvlink=getattr(args, "nvlink", None) if getattr(args, "nvlink", None) is not None else nvlink)
 
 
 # Re-exported: the report command imports it from here.
@@ -107,6 +124,7 @@ def run(args):
     from advisor.commands import Outcome
     from advisor.commands._args import selection_from_args
     from advisor.analysis import explain_and_plan
+    from advisor.cost.feasibility import check_tp
     from advisor.cost.plan_doc import to_doc
     from advisor.cost.workload import get_workload
     from advisor.jsonout import document
@@ -118,9 +136,10 @@ def run(args):
     probe_result = probe()            # also for an id: a probed card brings its uuid and power limit
     selection = selection_from_args(args, probe_result)
     device = probed_device(selection, probe_result)
-    overrides = overrides_from_args(args, device)
+    overrides = overrides_from_args(args, device, probed_nvlink(selection, probe_result))
     checkpoint = inspect_checkpoint(args.checkpoint)
     gpu, n = selection.spec, selection.count
+    check_tp(args.tp, n, checkpoint.arch)
     options = InstallOptions(kv_cache_dtype=args.kv_cache_dtype, tp=args.tp)
     calibration = None
     if not args.no_calibration:

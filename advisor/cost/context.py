@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from advisor.checkpoint.model import CheckpointInfo
 from advisor.cost import efficiency, interconnect, memory, speculative, weights
@@ -11,8 +11,10 @@ from advisor.cost.derived import Assumption, Derived
 from advisor.cost.engine_profile import GIB, EngineMemory
 from advisor.cost.kv import KvDtype
 from advisor.cost.overrides import Overrides
+from advisor.cost.recurrent_state import RecurrentState
 from advisor.cost.roofline import CostModel, PrefillCost, StepCost
-from advisor.errors import BadInput, UsageError
+from advisor.arch_caps import caps_for
+from advisor.errors import AdvisorError, BadInput, UsageError
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
 
@@ -52,6 +54,9 @@ class PlanContext:
     spec_note: str = ""
     spec_auto: bool = True          # False: the method is shown, not recommended (implicit n-gram)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    # TP size -> layer classes its explained path runs on the CPU (feasibility.cpu_layers); a TP size
+    # not listed is taken to run on the GPU
+    cpu_layers_at_tp: dict = field(default_factory=dict, compare=False)
 
     # ---------------------------------------------------------------- memory
     def weight_bytes(self, tp: int) -> float:
@@ -68,20 +73,64 @@ class PlanContext:
                              weight_bytes=self.weight_bytes(s.tp), share=s.memory_share,
                              chunked=s.chunked_prefill, max_batch=s.max_batch, tp=s.tp, graphs=s.cuda_graphs)
 
+    def recurrent(self, s: Settings, kv: KvDtype | None = None) -> RecurrentState | None:
+        """Per-request GDN/Mamba state at this setting (None: the model keeps none)."""
+        kv = kv or s.kv
+        key = ("state", s.tp, kv.name, s.draft_tokens)
+        if key not in self._cache:
+            archs = self.checkpoint.arch.architectures
+            self._cache[key] = self.model.recurrent(s.tp, kv, s.draft_tokens, self.gpu.cc,
+                                                    archs[0] if archs else "")
+        return self._cache[key]
+
+    def kv_pool_bytes(self, s: Settings, batch: int, kv: KvDtype | None = None) -> float:
+        """What the KV cache can use once ``batch`` requests hold their recurrent state (per GPU)."""
+        pool = max(self.budget(s).pool_bytes.value, 0.0)
+        st = self.recurrent(s, kv)
+        if st is None:
+            return pool
+        if st.pool == "split":
+            return max(pool - st.split_reserve(pool, s.max_batch)[0], 0.0)
+        return max(pool - max(batch, 0) * st.request_bytes, 0.0)
+
     def pool_tokens(self, s: Settings, kv: KvDtype | None = None) -> int:
         kv = kv or s.kv
-        pool = self.budget(s).pool_bytes.value
+        pool = self.kv_pool_bytes(s, s.max_batch, kv)
         per = self.model.kv_layout(s.tp).bytes_per_token(kv)
         return int(max(pool, 0.0) // per) if per > 0 else 0
 
     def max_context(self, s: Settings, batch: int) -> int:
-        pool = max(self.budget(s).pool_bytes.value, 0.0)
+        st = self.recurrent(s)
+        if st is not None and st.pool == "split" and batch > self.state_request_cap(s):
+            return 0                                    # the state pool cannot run that many requests
+        pool = self.kv_pool_bytes(s, batch)
         c = self.model.kv_layout(s.tp).max_context(s.kv, pool, batch)
-        return int(c) if math.isfinite(c) else int(self.checkpoint.arch.max_position_embeddings or 0)
+        if not math.isfinite(c):
+            return int(self.checkpoint.arch.max_position_embeddings or 0)
+        if st is not None and st.kv_block_tokens > 1:
+            c = c // st.kv_block_tokens * st.kv_block_tokens   # whole attention blocks
+        return int(c)
 
     def max_concurrency(self, s: Settings, context: int) -> int:
+        kvl = self.model.kv_layout(s.tp)
+        st = self.recurrent(s)
+        if st is None:
+            return kvl.max_concurrency(s.kv, max(self.budget(s).pool_bytes.value, 0.0), context)
+        if st.pool == "split":
+            by_kv = kvl.max_concurrency(s.kv, self.kv_pool_bytes(s, 0), context)
+            return min(by_kv, self.state_request_cap(s))
         pool = max(self.budget(s).pool_bytes.value, 0.0)
-        return self.model.kv_layout(s.tp).max_concurrency(s.kv, pool, context)
+        block = st.kv_block_tokens
+        held = math.ceil(context / block) * block if block > 1 else context   # whole attention blocks
+        need = kvl.request_bytes(s.kv, held) + st.request_bytes
+        return int(pool // need) if need > 0 else 0
+
+    def state_request_cap(self, s: Settings) -> int:
+        """Split state pool (SGLang): running requests its slots allow; no cap for a shared pool."""
+        st = self.recurrent(s)
+        if st is None or st.pool != "split":
+            return 1 << 30
+        return st.split_reserve(max(self.budget(s).pool_bytes.value, 0.0), s.max_batch)[1]
 
     # ---------------------------------------------------------------- speed
     def decode(self, s: Settings, batch: int, context: float, verify_tokens: int = 1) -> StepCost:
@@ -212,6 +261,42 @@ def _one_16bit_kv(engine: EngineMemory, allowed: tuple[KvDtype, ...], default: K
     return tuple(dict.fromkeys(out)), swap(default)
 
 
+def has_bf16(gpu: GpuSpec) -> bool:
+    """Whether the tensor cores take BF16: a capability of the compute capability (profiles/arch.yaml),
+    never inferred from a peak the table does not know (a null peak is 'unknown', not 'absent')."""
+    caps = caps_for(gpu.cc)
+    if caps.known:
+        return caps.has_bf16
+    return not gpu.lacks("bf16") and tuple(gpu.cc) >= (8, 0)
+
+
+def _upper_bound_gpu(gpu: GpuSpec) -> GpuSpec | None:
+    """The table entry whose figures bound an entry without published peaks (efficiency.PEAK_UPPER_BOUND)."""
+    ref = efficiency.PEAK_UPPER_BOUND.get(gpu.id)
+    if ref is None:
+        return None
+    from advisor.gpu_table import get_gpu
+
+    try:
+        return get_gpu(ref[0])
+    except AdvisorError:
+        return None
+
+
+def _capped_lengths(checkpoint: CheckpointInfo, o: Overrides, warnings: list[str]) -> Overrides:
+    """--context / --prompt beyond the model's maximum are capped to it, as the workload's context is."""
+    limit = checkpoint.arch.max_position_embeddings
+    if not limit:
+        return o
+    changes = {}
+    for field_name, flag in (("context_tokens", "--context"), ("prompt_tokens", "--prompt")):
+        v = getattr(o, field_name)
+        if v is not None and v > limit:
+            changes[field_name] = limit
+            warnings.append(f"{flag} {v:,} exceeds the model's maximum context of {limit:,} tokens: capped to it")
+    return replace(o, **changes) if changes else o
+
+
 def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *, gpus: int, engine: EngineMemory,
           overrides: Overrides, calibration=None, kv_decisions: dict[str, LayerDecision] | None = None
           ) -> PlanContext:
@@ -219,22 +304,32 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
         raise BadInput(f"--gpus must be at least 1 (got {gpus})")
     warnings: list[str] = []
     assumptions: list[Assumption] = []
+    overrides = _capped_lengths(checkpoint, overrides, warnings)
     wm = weights.build(checkpoint, explanation)
     kv_d = _kv_decision(explanation)
+    bf16 = has_bf16(gpu)
     attn_mma = kv_d.mma if kv_d is not None and kv_d.mma in efficiency.MMA_PEAK else (
-        "hmma_bf16" if gpu.supports("bf16") else "hmma_f16")
+        "hmma_bf16" if bf16 else "hmma_f16")
     mmas = tuple(p.mma for p in wm.parts) + (attn_mma, "hmma_bf16", "hmma_f16")
-    eff = efficiency.resolve(gpu, calibration, mmas)
+    eff = efficiency.resolve(gpu, calibration, mmas, bound=_upper_bound_gpu(gpu))
     assumptions.extend(eff.assumptions)
+    if eff.upper_bound:
+        warnings.append(eff.upper_bound + ": speeds are upper bounds")
+    sixteen = eff.mma_tflops.get("hmma_bf16") or eff.mma_tflops.get("hmma_f16")
     for p in wm.parts:
         if p.mma not in eff.mma_tflops and p.mma != "none":
-            warnings.append(f"no tensor peak for {p.mma} on {gpu.id} in the GPU table: its compute time "
-                            "falls back to the BF16/FP16 rate")
+            if sixteen:
+                warnings.append(f"no tensor peak for {p.mma} on {gpu.id} in the GPU table: its compute time "
+                                "falls back to the BF16/FP16 rate")
+            else:
+                warnings.append(f"no tensor peak for {p.mma} on {gpu.id} in the GPU table (nor a BF16/FP16 one): "
+                                "speeds that depend on compute are N/A")
         if p.dequant == "cpu":
-            warnings.append(f"{p.kind} weights ({p.scheme}) run on the CPU on this path, but the figures "
-                            "below cost them as if they ran on the GPU: with this placement decode is bound by "
-                            "host memory bandwidth and will be far slower (for FastLLM, --moe_device cuda "
-                            "puts the experts on the GPU)")
+            warnings.append(f"{p.kind} weights ({p.scheme}) run on the CPU on this path: decode is bound by "
+                            "host memory bandwidth, far below any GPU figure, and the advisor has no host "
+                            "bandwidth data, so speeds on this path are N/A"
+                            + (" (for FastLLM, --moe_device cuda puts the experts on the GPU)"
+                               if p.kind == "expert" else ""))
     for d in explanation.decisions:
         if not d.runs and d.layer_class != "attention_kv":   # KV: the tuner picks a dtype that runs
             warnings.append(f"{d.layer_class}: the engine cannot run this ({d.error or 'no kernel'}); "
@@ -268,7 +363,7 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
                             f"compute and dequant issue rate scaled to {clock:.0%} of the boost clock "
                             "(dequant-heavy prefill loses clock first)")
         assumptions.append(Assumption("power_clock_factor", clock, "fraction", POWER_EXPONENT[1]))
-    link = interconnect.link_for(gpu, overrides.pcie_gen, overrides.pcie_lanes)
+    link = interconnect.link_for(gpu, overrides.pcie_gen, overrides.pcie_lanes, overrides.nvlink)
     if gpus > 1:
         assumptions.append(Assumption("interconnect", f"{link.description}: {link.gbs:.3g} GB/s per direction, "
                                       f"{link.latency_s * 1e6:g} us latency", "", link.source))
@@ -281,13 +376,21 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
         Assumption("compute_efficiency", efficiency.COMPUTE_EFF[0], "fraction", efficiency.COMPUTE_EFF[1],
                    calibrated=False),
     ])
-    model = CostModel(wm, checkpoint.arch, eff, attn_mma, clock, o, engine.allreduce_per_layer, link, bw)
+    model = CostModel(wm, checkpoint.arch, eff, attn_mma, clock, o, engine.allreduce_per_layer, link, bw,
+                      engine.recurrent, "bfloat16" if bf16 else "float16")
+    arch = checkpoint.arch
+    if arch.linear_attention_layers and arch.linear_state is None:
+        warnings.append(f"{arch.linear_attention_layers} linear-attention layers keep a per-request state, but "
+                        "config.json lacks its shape: memory and decode figures leave it out")
+    elif arch.linear_state is not None and not engine.recurrent:
+        warnings.append(f"the {engine.engine} memory profile has no recurrent_state rules: the "
+                        f"{arch.linear_state.layers} linear-attention layers' per-request state is left out")
     allowed, rejected, default_kv = _allowed_kv(engine, explanation, kv_decisions)
     fixed_kv = engine.kv_dtype(overrides.kv_cache_dtype) if overrides.kv_cache_dtype else None
     if fixed_kv is None:
-        allowed, default_kv = _one_16bit_kv(engine, allowed, default_kv, gpu.supports("bf16"),
+        allowed, default_kv = _one_16bit_kv(engine, allowed, default_kv, bf16,
                                             auto_is_model_dtype=checkpoint.kv_cache_quant is None)
-    if not gpu.supports("bf16"):
+    if not bf16:
         if fixed_kv is not None and fixed_kv.kind == "bf16" and fixed_kv.name != "auto":
             warnings.append(f"{gpu.name} has no BF16: the model runs in FP16, so a 16-bit KV cache should be "
                             f"requested as FP16, not {overrides.kv_cache_dtype}")

@@ -1,8 +1,9 @@
 """Kernel-class efficiencies and per-format constants, each with its published source.
 
 Defaults come from measurements written down in the project's field notes (vLLM Marlin on an
-RTX 3090); a calibration file from ``microbench`` replaces them for that GPU. Nothing here is fit
-to a single case: where no measurement exists the value says "estimate" in its source.
+RTX 3090), from instruction counts read in Marlin's source, or are labelled "estimate"; the one
+calibrated constant (DEQUANT_OVERLAP) says which measurement it reproduces. A calibration file
+from ``microbench`` replaces them for that GPU.
 """
 
 from __future__ import annotations
@@ -38,18 +39,30 @@ BANDWIDTH_EFF = {
 }
 
 # Fraction of the table's dense tensor peak a large GEMM reaches.
-COMPUTE_EFF = (0.99, "cuBLAS BF16 reaches ~99 % of the published RTX 3090 tensor peak per GHz, "
-               + FIELD_NOTES_3)
+COMPUTE_EFF = (0.99, "estimate (upper end): raw mma.sync was measured at 99 % of the per-SM tensor peak "
+               "(gpu-specs.md OBS, RTX 5090 FP4); a whole GEMM reaches less: calibrate with microbench")
 
 # Dequant: thread instructions per weight element to turn a stored value into an MMA input.
+MARLIN_DEQUANT = "vllm csrc/quantization/marlin/dequant.h"
 DEQUANT_INSTR = {
-    "w8a16_fp8": (1.8, "E4M3->FP16 and/shift/or, ~7 instructions per 4 values, " + FIELD_NOTES_3),
-    "w4a16_nvfp4": (3.7, "E2M1 unpack + E4M3 block scale, up to ~3.7 per value, " + FIELD_NOTES_3),
-    "w4a16_int4": (1.5, "inferred: Marlin INT4 lop3 unpack + scale, ~12 instructions per 8 values"),
+    "w8a16_fp8": (1.75, "E4M3->FP16 and/shift/or, ~7 instructions per 4 values (scales folded at load), "
+                  + FIELD_NOTES_3),
+    "w4a16_nvfp4": (2.35, f"inferred from {MARLIN_DEQUANT} dequant<half2, kFE2M1f, true>: and/shift/or, ~7 "
+                    "instructions per 4 values, + 2 hmul2 per 4 values for the E4M3 block scale + its decode "
+                    "once per 16 values"),
+    "w4a16_int4": (1.5, f"inferred from {MARLIN_DEQUANT} dequant<half2, kU4B8>: 2 lop3 + hsub2 + hfma2 per 4 "
+                   "values, + 2 hmul2 per 4 values for the group scale (~12 instructions per 8 values)"),
 }
+# Share of the dequant issue time hidden behind the tensor-core pipe (the ALU converts the next tile
+# while the MMAs of this one run). Calibrated, not measured: with it the model puts Marlin prefill at
+# M=8192 on an RTX 3090 at 95-97 % of BF16 for the FP8, NVFP4 and INT4 instruction counts above, as
+# field-notes §3 measured ("Marlin runs at 95-97 % of BF16 cuBLAS at the same clock"); with no overlap
+# NVFP4 would come out at ~93 %.
+DEQUANT_OVERLAP = (0.3, "calibrated so Marlin prefill at M=8192 on an RTX 3090 is 95-97 % of BF16, "
+                   + FIELD_NOTES_3)
 KV_DEQUANT_INSTR = {
-    "fp8": (1.8, "as FP8 weights (same conversion), " + FIELD_NOTES_3),
-    "nvfp4": (3.7, "as NVFP4 weights (same conversion), " + FIELD_NOTES_3),
+    "fp8": (1.75, "estimate: as FP8 weights (the same E4M3->FP16 conversion, " + FIELD_NOTES_3 + ")"),
+    "nvfp4": (2.35, f"estimate: as NVFP4 weights (same conversion, {MARLIN_DEQUANT})"),
     "int8": (1.8, "estimate: as FP8 (integer convert + scale)"),
     "int4": (1.5, "estimate: as INT4 weights"),
     "fp4_mx": (3.7, "estimate: as NVFP4"),
@@ -90,8 +103,31 @@ class Efficiencies:
     bandwidth_eff: dict[str, float]       # kernel class -> fraction of dram_gbs at M=1
     mma_tflops: dict[str, float]          # mma class -> achievable TFLOPS (peak x eff or measured)
     dequant_overhead: dict[str, float]    # kernel class -> measured prefill overhead (calibration only)
-    issue_rate: float                     # warp instructions / s (SMs x schedulers x clock)
+    issue_rate: float                     # warp instructions / s (SMs x schedulers x clock); 0 = unknown
     assumptions: tuple[Assumption, ...]
+    upper_bound: str = ""                 # non-empty: rates are an upper bound (why), speeds too
+
+
+# Dense FP16 (FP16-accumulate) tensor FLOP per clock per SM: the same on every segment of a compute
+# capability (gpu-specs.md "Derivation rules"), so peak / (SMs x rate) is the clock NVIDIA's peak implies.
+FP16_FLOP_PER_CLK_SM = {(7, 5): 1024, (8, 0): 2048, (8, 6): 1024, (8, 9): 1024, (9, 0): 4096,
+                        (10, 0): 8192, (10, 3): 8192, (11, 0): 8192, (12, 0): 1024, (12, 1): 1024}
+IMPLIED_CLOCK_SOURCE = ("gpu-specs.md 'Implied tensor clocks from NVIDIA peaks' (e.g. DGX Spark ~2540 MHz, "
+                        "observed ~2460): fp16_fp16acc peak / (SMs x FP16 FLOP/clk/SM)")
+# GPUs whose table entry has no clock or tensor peaks, and the entry whose figures bound them from above.
+PEAK_UPPER_BOUND = {
+    "rtx-pro-6000-bw-server": ("rtx-pro-6000-bw-ws", "gpu-specs.md RTX PRO 6000 Server Edition: 'Server-specific "
+                               "clocks/tensor peaks not found: use the Workstation figures only as an upper bound'"),
+}
+
+
+def implied_clock_mhz(gpu: GpuSpec) -> float | None:
+    """The clock the table's dense FP16 peak implies, where the table has no clock."""
+    rate = FP16_FLOP_PER_CLK_SM.get(tuple(gpu.cc))
+    peak = _peak(gpu, "fp16_fp16acc")
+    if not rate or not peak or not gpu.sm_count:
+        return None
+    return peak * 1e12 / (gpu.sm_count * rate) / 1e6
 
 
 def _peak(gpu: GpuSpec, key: str) -> float | None:
@@ -110,9 +146,26 @@ def peak_for_mma(gpu: GpuSpec, mma: str) -> tuple[float | None, str]:
     return v, key
 
 
-def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = ()) -> Efficiencies:
-    """Efficiencies for ``gpu``: defaults, replaced class by class by ``calibration``."""
+def _with_upper_bound(gpu: GpuSpec, bound: GpuSpec) -> GpuSpec:
+    """``gpu`` with its unknown peaks and clock taken from ``bound`` (figures that can only be lower)."""
+    from dataclasses import replace
+
+    peaks = {k: (bound.peaks.get(k) if v is None else v) for k, v in {**bound.peaks, **gpu.peaks}.items()}
+    return replace(gpu, peaks=peaks, boost_clock_mhz=gpu.boost_clock_mhz or bound.boost_clock_mhz,
+                   tensor_peak_clock_mhz=gpu.tensor_peak_clock_mhz or bound.tensor_peak_clock_mhz)
+
+
+def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = (),
+            bound: GpuSpec | None = None) -> Efficiencies:
+    """Efficiencies for ``gpu``: defaults, replaced class by class by ``calibration``. ``bound``: the
+    table entry (PEAK_UPPER_BOUND) whose peaks and clock stand in, as an upper bound, for unknown ones."""
     out: list[Assumption] = []
+    upper = ""
+    if bound is not None and gpu.id in PEAK_UPPER_BOUND:
+        upper = (f"{gpu.id} has no published clock or tensor peaks: the {bound.id} figures stand in as an upper "
+                 f"bound ({PEAK_UPPER_BOUND[gpu.id][1]})")
+        gpu = _with_upper_bound(gpu, bound)
+        out.append(Assumption("tensor_peaks_upper_bound", bound.id, "", upper))
     cal = calibration if calibration is not None and calibration.gpu_id == gpu.id else None
     cal_src = f"microbench {cal.measured_at}" if cal is not None else ""
     if cal is not None and cal.bandwidth_gbs > 0:
@@ -140,16 +193,31 @@ def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = ()) -
             continue
         mma[m] = peak * COMPUTE_EFF[0]
         out.append(Assumption(f"mma_tflops.{m}", mma[m], "TFLOPS",
-                              f"table peak {key}={peak} x {COMPUTE_EFF[0]} ({COMPUTE_EFF[1]})"))
+                              f"table peak {key}={peak}{' (upper bound)' if upper else ''} x {COMPUTE_EFF[0]} "
+                              f"(compute_efficiency)"))
     deq = dict(cal.dequant_overhead) if cal is not None else {}
     for cls, v in deq.items():
         out.append(Assumption(f"dequant_overhead.{cls}", v, "fraction", cal_src, calibrated=True))
-    sms, clock = gpu.sm_count or 0, gpu.boost_clock_mhz or gpu.tensor_peak_clock_mhz or 0.0
-    issue = sms * SCHEDULERS_PER_SM[0] * clock * 1e6
-    out.append(Assumption("issue_rate", issue, "warp instr/s",
-                          f"SMs {sms} x {SCHEDULERS_PER_SM[0]} schedulers x {clock} MHz ({SCHEDULERS_PER_SM[1]})"))
+    sms, clock = gpu.sm_count or 0, gpu.boost_clock_mhz or gpu.tensor_peak_clock_mhz
+    clock_src = f"GPU table {gpu.id}" + (" (upper bound)" if upper else "")
+    if not clock:
+        clock = implied_clock_mhz(gpu)
+        if clock:
+            clock = round(clock)
+            clock_src = IMPLIED_CLOCK_SOURCE
+    if clock and sms:
+        issue = sms * SCHEDULERS_PER_SM[0] * clock * 1e6
+        out.append(Assumption("sm_clock", clock, "MHz", clock_src))
+        out.append(Assumption("issue_rate", issue, "warp instr/s",
+                              f"SMs {sms} x {SCHEDULERS_PER_SM[0]} schedulers x {clock} MHz ({SCHEDULERS_PER_SM[1]})"))
+    else:
+        issue = 0.0
+        out.append(Assumption("issue_rate", "N/A", "", f"{gpu.id}: the GPU table has no "
+                              f"{'clock' if sms else 'SM count'} and none can be implied from a peak: "
+                              "dequant issue time is unknown"))
     if cal is None:
         for cls, (v, src) in DEQUANT_INSTR.items():
             out.append(Assumption(f"dequant_instr_per_element.{cls}", v, "thread instr", src))
         out.append(Assumption("dequant_m_tile", DEQUANT_M_TILE[0], "rows", DEQUANT_M_TILE[1]))
-    return Efficiencies(dram, bw, mma, deq, issue, tuple(out))
+    out.append(Assumption("dequant_overlap", DEQUANT_OVERLAP[0], "fraction", DEQUANT_OVERLAP[1]))
+    return Efficiencies(dram, bw, mma, deq, issue, tuple(out), upper)

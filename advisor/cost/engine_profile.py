@@ -6,7 +6,7 @@ Loaded at the edge into frozen records; the cost functions receive them as argum
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class EngineMemory:
     allreduce_source: str
     spec_methods: tuple[str, ...] = ()
     spec_source: str = ""
+    recurrent: dict[str, Any] = field(default_factory=dict)   # recurrent_state: GDN/Mamba state rules
 
     def kv_dtype(self, name: str) -> KvDtype | None:
         """The engine's dtype by flag value, or by the label `explain` reports (bf16, fp8_e4m3, ...)."""
@@ -122,7 +123,23 @@ def _engine(name: str, e: dict, path: Path) -> EngineMemory:
         allreduce_source=str(e.get("tp_source", "")),
         spec_methods=tuple(str(m) for m in e.get("speculative", {}).get("methods", ())),
         spec_source=str(e.get("speculative", {}).get("source", "")),
+        recurrent=_recurrent(name, e.get("recurrent_state"), path),
     )
+
+
+def _recurrent(name: str, r: Any, path: Path) -> dict[str, Any]:
+    if r is None:
+        return {}
+    where = f"{name}.recurrent_state"
+    if not isinstance(r, dict):
+        raise BadInput(f"{where} must be a mapping", path=str(path))
+    if _need(r, "pool", path, where) not in ("shared", "split"):
+        raise BadInput(f"{where}.pool must be 'shared' or 'split' (got {r['pool']!r})", path=str(path))
+    for key in ("slots_per_request", "conv_dtype", "ssm_dtype"):
+        _need(r, key, path, where)
+    if r["pool"] == "split":
+        _need(r, "memory_ratio", path, where)
+    return dict(r)
 
 
 @functools.lru_cache(maxsize=8)

@@ -34,12 +34,32 @@ class Link:
                        self.source)
 
 
-def link_for(gpu: GpuSpec, pcie_gen: int | None = None, pcie_lanes: int | None = None) -> Link:
-    if gpu.nvlink_gbs and gpu.segment == "datacenter" and pcie_gen is None:
+# Datacenter boards sold as PCIe cards (H100 PCIe, A100 PCIe) take an optional NVLink bridge
+# (H100 datasheet: "NVLink bridge 600 GB/s"): without a probed topology nothing says it is fitted.
+PCIE_FORM_NOTE = ("{name} is a PCIe card whose NVLink bridge is optional and no probed topology says it is "
+                  "fitted: PCIe assumed (pass --nvlink if the cards are bridged)")
+
+
+def pcie_form_factor(gpu: GpuSpec) -> bool:
+    return "pcie" in gpu.id.lower() or "pcie" in gpu.name.lower()
+
+
+def link_for(gpu: GpuSpec, pcie_gen: int | None = None, pcie_lanes: int | None = None,
+             nvlink: bool | None = None) -> Link:
+    """The link TP all-reduces cross. ``nvlink``: True/False from the probed topology or --nvlink /
+    --no-nvlink; None: NVLink for datacenter SXM-class parts that have it, PCIe otherwise."""
+    guessed = nvlink is None
+    pcie_card = bool(gpu.nvlink_gbs) and gpu.segment == "datacenter" and pcie_form_factor(gpu)
+    if guessed:
+        nvlink = pcie_gen is None and bool(gpu.nvlink_gbs) and gpu.segment == "datacenter" and not pcie_card
+        why = "GPU table nvlink_gbs (SXM-class part: NVLink is built in)"
+    else:
+        why = "probed topology or --nvlink"
+    if nvlink and gpu.nvlink_gbs:
         per_dir = gpu.nvlink_gbs / 2 * NVLINK_EFF[0]
         lat, lat_src = LATENCY_US["nvlink"]
         return Link("nvlink", per_dir, lat * 1e-6, f"NVLink {gpu.nvlink_gbs:g} GB/s bidirectional",
-                    f"GPU table nvlink_gbs/2 x {NVLINK_EFF[0]} ({NVLINK_EFF[1]}); {lat_src}")
+                    f"{why}; nvlink_gbs/2 x {NVLINK_EFF[0]} ({NVLINK_EFF[1]}); {lat_src}")
     gen = pcie_gen or gpu.pcie_gen
     lanes = pcie_lanes or gpu.pcie_lanes
     src = "GPU table / probe"
@@ -48,5 +68,7 @@ def link_for(gpu: GpuSpec, pcie_gen: int | None = None, pcie_lanes: int | None =
         src = DEFAULT_PCIE[2]
     gbs = PCIE_LANE_GBS.get(gen, PCIE_LANE_GBS[4]) * lanes * PCIE_EFF[0]
     lat, lat_src = LATENCY_US["pcie"]
+    if guessed and pcie_card and pcie_gen is None:
+        src = PCIE_FORM_NOTE.format(name=gpu.name) + "; " + src
     return Link("pcie", gbs, lat * 1e-6, f"PCIe gen{gen} x{lanes}",
                 f"{src}; per-lane rate (PCI-SIG) x {PCIE_EFF[0]} ({PCIE_EFF[1]}); {lat_src}")

@@ -3,7 +3,8 @@
 bytes/token/layer = 2 (K and V) x kv_heads x head_dim x bits/8 (+ per-token-head scales);
 MLA keeps one latent of (kv_lora_rank + qk_rope_head_dim) values instead of K and V.
 Hybrid models count only their full-attention layers; sliding-window layers hold at most
-``sliding_window`` tokens; linear-attention (GDN/Mamba) layers keep a fixed state, not KV.
+``sliding_window`` tokens; linear-attention (GDN/Mamba) layers keep a fixed per-request state, not KV
+(advisor/cost/recurrent_state.py counts it).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def layout(arch: ArchInfo, tp: int = 1) -> KvLayout:
     full = arch.kv_layers or max(0, arch.num_layers - linear - window_layers)
     notes = []
     if linear:
-        notes.append(f"{linear} linear-attention layers keep a fixed per-request state, not KV (not counted)")
+        notes.append(f"{linear} linear-attention layers keep a fixed per-request state, not KV "
+                     "(counted as recurrent state)")
     if arch.mla is not None:
         # MLA's latent is shared by all heads and replicated on every TP rank.
         vals = float(arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)

@@ -24,3 +24,4 @@ class Overrides:
     prompt_tokens: int | None = None
     pcie_gen: int | None = None
     pcie_lanes: int | None = None
+    nvlink: bool | None = None            # the GPUs are NVLink-bridged (probed topology or --nvlink); None: guess

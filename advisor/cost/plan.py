@@ -6,18 +6,21 @@ record built at the edge; the result is a frozen Plan whose numbers carry their 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 from advisor.checkpoint.model import CheckpointInfo
+from advisor import engine_flags
 from advisor.cost import context as ctxmod
+from advisor.cost import feasibility
 from advisor.cost.derived import Assumption, Derived
 from advisor.cost.engine_profile import EngineMemory, load_engine_memory
 from advisor.cost.overrides import Overrides
 from advisor.cost.workload import Workload
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
-from advisor.tuner import Option, decode_context, effective_workload, tune
+from advisor.errors import AdvisorError
+from advisor.tuner import Option, Tuning, decode_context, effective_workload, tune
 
 AGG_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -32,11 +35,36 @@ class SpecPrediction:
 
 
 @dataclass(frozen=True)
+class StatePrediction:
+    """The linear-attention layers' per-request state (GDN/Mamba), per GPU."""
+
+    kind: str                    # gdn | kda | mamba2 | mamba1
+    layers: int
+    bytes_per_request: float     # memory one running request holds for it
+    step_bytes_per_request: float  # what one decode step loads and stores of it
+    slots: int                   # states held per request per layer
+    conv_dtype: str
+    ssm_dtype: str
+    pool: str                    # shared (taken from the KV pool) | split (own pool, SGLang)
+    kv_block_tokens: int         # attention block raised to hold one state page (1: unchanged)
+    state_pool_bytes: float      # split: the state pool; shared: states of max-batch requests
+    max_requests: int | None     # split: running requests the state pool allows
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "layers": self.layers, "bytes_per_request": _r(self.bytes_per_request),
+                "mib_per_request": _r(self.bytes_per_request / 2**20),
+                "step_bytes_per_request": _r(self.step_bytes_per_request), "slots": self.slots,
+                "conv_dtype": self.conv_dtype, "ssm_dtype": self.ssm_dtype, "pool": self.pool,
+                "kv_block_tokens": self.kv_block_tokens, "state_pool_bytes": _r(self.state_pool_bytes),
+                "max_requests": self.max_requests}
+
+
+@dataclass(frozen=True)
 class Predictions:
-    decode_tok_s: float
+    decode_tok_s: float | None              # None: N/A, the reason in ``na``
     decode_aggregate_tok_s: dict[int, float]
-    prefill_tok_s: float
-    prefill_seconds: float
+    prefill_tok_s: float | None
+    prefill_seconds: float | None
     kv_pool_tokens: dict[str, int]
     max_context_per_request: int
     max_concurrency_at_context: int
@@ -45,6 +73,10 @@ class Predictions:
     speculative: SpecPrediction
     decode_context_tokens: int
     weights_gib_per_gpu: float
+    recurrent_state: StatePrediction | None = None
+    na: dict[str, str] = field(default_factory=dict)   # figure -> why it is N/A (its value is None/empty)
+    upper_bound: str = ""          # non-empty: the speeds are upper bounds, and why
+    crossover_limit: int | None = None   # the crossover search stopped at the batch the pool holds
 
 
 @dataclass(frozen=True)
@@ -57,7 +89,8 @@ class Recommendation:
     tp: int
     cuda_graphs: bool
     speculative_method: str | None
-    flags: dict[str, str]                    # engine flag -> value
+    flags: dict[str, str]                    # engine flag -> value ({} when ``blocked``)
+    blocked: str = ""                        # non-empty: why no launch line is recommended
 
 
 @dataclass(frozen=True)
@@ -96,6 +129,8 @@ class Plan:
                 "crossover_batch": p.crossover_batch,
                 "decode_context_tokens": p.decode_context_tokens,
                 "weights_gib_per_gpu": _r(p.weights_gib_per_gpu),
+                "recurrent_state": p.recurrent_state.to_json() if p.recurrent_state else None,
+                "na": dict(p.na), "upper_bound": p.upper_bound or None, "crossover_limit": p.crossover_limit,
                 "speculative": {
                     "method": p.speculative.method, "note": p.speculative.note, "batch": p.speculative.batch,
                     "chosen_k": p.speculative.chosen_k,
@@ -115,27 +150,147 @@ def _r(v: float | None) -> float | None:
     return None if v is None else float(f"{v:.5g}")
 
 
-def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: int, tp: int) -> dict[str, str]:
+def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: int, tp: int,
+           spec_method: str | None = None, draft_tokens: int = 0, graphs: bool = True,
+           version: str | None = None) -> dict[str, str]:
+    """Every setting the plan recommends, in the engine's spelling (speculative and eager flags from
+    advisor.engine_flags, the same builder `launch --plan` uses)."""
     tp_flag = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size", "fastllm": "--tp"}.get(eng.engine, "--tp")
-    return {eng.kv_flag: rec_kv, eng.share_flag: f"{share:g}", eng.max_batch_flag: str(batch),
-            eng.chunked_flag: str(chunked), tp_flag: str(tp)}
+    flags = {eng.kv_flag: rec_kv, eng.share_flag: f"{share:g}", eng.max_batch_flag: str(batch),
+             eng.chunked_flag: str(chunked), tp_flag: str(tp)}
+    if spec_method and draft_tokens:
+        flags.update(engine_flags.as_flag_dict(engine_flags.speculative_args(eng.engine, spec_method, draft_tokens)))
+    if not graphs:
+        flags.update(engine_flags.as_flag_dict(engine_flags.eager_args(eng.engine, version)))
+        flags.update({k: v for k, v in engine_flags.eager_env(eng.engine)})
+    return flags
+
+
+def _default_explainer(checkpoint: CheckpointInfo, gpu: GpuSpec, gpus: int, explanation: Explanation,
+                       overrides: Overrides) -> Callable[[int], Explanation]:
+    """explain() at another TP size with the options a plan knows (KV dtype); callers that hold the
+    user's InstallOptions pass their own ``explain_at_tp``."""
+    def at(tp: int) -> Explanation:
+        from advisor.kernel_path.explain import explain
+        from advisor.kernel_path.options import InstallOptions
+
+        return explain(checkpoint, gpu, gpus=gpus, engine=explanation.engine, version=explanation.engine_version,
+                       options=InstallOptions(kv_cache_dtype=overrides.kv_cache_dtype, tp=tp))
+    return at
+
+
+def _tune_on_gpu_path(checkpoint, explanation, gpu, gpus, eng, overrides, calibration, kv_decisions, workload,
+                      explain_at_tp):
+    """Tune over the TP sizes whose explained path runs on the GPU; when the chosen TP's path differs
+    from the one explained (FastLLM INT4: CPU at TP 2, GPU at TP 1), re-cost on the chosen path."""
+    ctx = ctxmod.build(checkpoint, explanation, gpu, gpus=gpus, engine=eng, overrides=overrides,
+                       calibration=calibration, kv_decisions=kv_decisions)
+    workload, capped = effective_workload(ctx, workload)
+    exp_tp = overrides.tp or max(1, gpus)
+    paths = {exp_tp: explanation}
+    if not overrides.tp and gpus > 1:
+        at = explain_at_tp or _default_explainer(checkpoint, gpu, gpus, explanation, overrides)
+        for n in feasibility.tp_candidates(gpus, checkpoint.arch):
+            if n not in paths:
+                try:
+                    paths[n] = at(n)
+                except AdvisorError:
+                    continue
+    cpu = {n: feasibility.cpu_layers(e) for n, e in paths.items()}
+    ctx = replace(ctx, cpu_layers_at_tp=cpu)
+    t = tune(ctx, workload)
+    if overrides.tp and cpu[exp_tp]:
+        # the user fixed a TP whose path leaves layers on the CPU: say which TP sizes would not
+        at = explain_at_tp or _default_explainer(checkpoint, gpu, gpus, explanation, overrides)
+        on_gpu = []
+        for n in feasibility.tp_candidates(gpus, checkpoint.arch):
+            try:
+                if n != exp_tp and not feasibility.cpu_layers(at(n)):
+                    on_gpu.append(n)
+            except AdvisorError:
+                continue
+        if on_gpu:
+            t = replace(t, notes=t.notes + (f"--tp {exp_tp} runs {', '.join(cpu[exp_tp])} on the CPU; "
+                                            f"--tp {on_gpu[0]} keeps every layer on the GPU",))
+    tp = t.settings.tp
+    if tp != exp_tp and tp in paths and paths[tp].decisions != explanation.decisions:
+        ctx2 = ctxmod.build(checkpoint, paths[tp], gpu, gpus=gpus, engine=eng, overrides=replace(overrides, tp=tp),
+                            calibration=calibration, kv_decisions=kv_decisions)
+        ctx2 = replace(ctx2, cpu_layers_at_tp=cpu)
+        t2 = tune(ctx2, workload)
+        note = (f"costed on the kernel path explain gives at TP {tp}, not the TP {exp_tp} one "
+                f"(`explain --tp {tp}` shows it)")
+        t = Tuning(t2.settings, tuple(o for o in t.options if o.knob == "tp")
+                   + tuple(o for o in t2.options if o.knob != "tp"),
+                   tuple(dict.fromkeys(t.notes + t2.notes + (note,))))
+        ctx = ctx2
+    return ctx, workload, capped, t
+
+
+_SPEED = ("decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "prefill_seconds", "bound", "crossover_batch",
+          "speculative")
+
+
+def _availability(ctx, s, preds: Predictions, single, pf, derivations: dict) -> tuple[Predictions, str]:
+    """Predictions with N/A (None and a reason) where the configuration does not fit, runs layers on the
+    CPU, or needs a rate the GPU table lacks; and why no launch line is recommended ('' = one is)."""
+    na: dict[str, str] = {}
+    blocked = ""
+    cpu = ctx.cpu_layers_at_tp.get(s.tp) or feasibility.cpu_layers(ctx.explanation)
+    if ctx.budget(s).pool_bytes.value <= 0:
+        blocked = feasibility.does_not_fit_note(ctx, lambda n: replace(s, tp=n))
+        for f in _SPEED + ("max_context_per_request", "max_concurrency_at_context"):
+            na[f] = blocked
+    elif cpu:
+        why = feasibility.cpu_reason(cpu, s.tp)
+        for f in _SPEED:
+            na[f] = why
+    else:
+        if single.unknown:
+            why = (f"{', '.join(single.unknown)} unknown on {ctx.gpu.id} (GPU table null); memory and fixed time "
+                   f"alone give at most {1.0 / single.seconds:,.1f} tok/s")
+            for f in ("decode_tok_s", "decode_aggregate_tok_s", "bound", "crossover_batch", "speculative"):
+                na[f] = why
+        if pf.unknown:
+            why = f"{', '.join(pf.unknown)} unknown on {ctx.gpu.id} (GPU table null)"
+            na["prefill_tok_s"] = na["prefill_seconds"] = why
+    changes: dict = {"upper_bound": ctx.model.eff.upper_bound}
+    if na:
+        changes["na"] = na
+        for f in ("decode_tok_s", "prefill_tok_s", "prefill_seconds", "bound", "crossover_batch"):
+            if f in na:
+                changes[f] = None
+        if "decode_aggregate_tok_s" in na:
+            changes["decode_aggregate_tok_s"] = {}
+        if "speculative" in na:
+            changes["speculative"] = replace(preds.speculative, per_k=())
+        if "max_context_per_request" in na:
+            changes["max_context_per_request"] = 0
+            changes["max_concurrency_at_context"] = 0
+        if "decode_tok_s" in na and "decode_tok_s" in derivations:
+            d = derivations.pop("decode_tok_s")
+            if not blocked and not cpu:           # rates unknown: what memory and fixed time allow
+                derivations["decode_tok_s_at_most"] = d
+    return replace(preds, **changes), blocked
 
 
 def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *, gpus: int = 1,
               workload: Workload, overrides: Overrides = Overrides(), calibration=None,
               kv_decisions: dict[str, LayerDecision] | None = None,
-              engine_memory: EngineMemory | None = None) -> Plan:
+              engine_memory: EngineMemory | None = None,
+              explain_at_tp: Callable[[int], Explanation] | None = None) -> Plan:
     """Cost ``explanation``'s kernel path for ``checkpoint`` on ``gpus`` x ``gpu`` and tune settings.
 
     ``kv_decisions``: explain's attention decision per KV dtype the engine offers (the tuner picks
     only dtypes whose decision runs); without it only the explanation's own KV dtype is eligible.
     ``engine_memory``: defaults to profiles/engine_memory.yaml for ``explanation.engine``.
+    ``explain_at_tp``: explain() at another TP size (the tuner never picks a TP whose path runs layers
+    on the CPU); defaults to explain() with the plan's KV dtype.
     """
     eng = engine_memory or load_engine_memory(explanation.engine)
-    ctx = ctxmod.build(checkpoint, explanation, gpu, gpus=gpus, engine=eng, overrides=overrides,
-                       calibration=calibration, kv_decisions=kv_decisions)
-    workload, capped = effective_workload(ctx, workload)
-    t = tune(ctx, workload)
+    ctx, workload, capped, t = _tune_on_gpu_path(checkpoint, explanation, gpu, gpus, eng, overrides, calibration,
+                                                 kv_decisions, workload, explain_at_tp)
+    explanation = ctx.explanation          # the path of the chosen TP size
     s = t.settings
     c = decode_context(workload, ctx)
     single = ctx.decode(s, 1, c)
@@ -154,19 +309,32 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     for kv in ctx.allowed_kv:
         pools[kv.name] = ctx.pool_tokens(s, kv)
     mcr = ctx.max_context(s, max(1, min(workload.concurrency, s.max_batch)))
-    crossover = ctx.model.crossover_batch(c, s.kv, tp=s.tp)
+    # no batch beyond what the pool holds at the workload's context can run: the search stops there
+    cross_limit = max(1, max_conc)
+    crossover = ctx.model.crossover_batch(c, s.kv, tp=s.tp, limit=cross_limit)
     spec_b = max(1, min(workload.concurrency, s.max_batch))
     pts = ctx.spec_points(s, spec_b, c) if ctx.spec_method is not None else []
     spec = SpecPrediction(ctx.spec_method.name if ctx.spec_method else None, ctx.spec_note,
                           tuple({"k": p.k, "expected_tokens_per_step": p.expected_tokens, "speedup": p.speedup,
                                  "step_seconds": p.step_seconds} for p in pts), s.draft_tokens, spec_b)
+    st = ctx.recurrent(s)
+    state_pred = None
+    if st is not None:
+        pool_b = max(budget.pool_bytes.value, 0.0)
+        if st.pool == "split":
+            reserve, cap = st.split_reserve(pool_b, s.max_batch)
+        else:
+            reserve, cap = s.max_batch * st.request_bytes, None
+        state_pred = StatePrediction(st.kind, st.layers, st.request_bytes, st.step_bytes(max(1, s.draft_tokens + 1)),
+                                     st.slots, st.dtypes.conv, st.dtypes.ssm, st.pool, st.kv_block_tokens,
+                                     reserve, cap)
     preds = Predictions(
         decode_tok_s=1.0 / single.seconds, decode_aggregate_tok_s=agg, prefill_tok_s=pf.tok_s,
         prefill_seconds=pf.seconds, kv_pool_tokens=pools, max_context_per_request=mcr,
         max_concurrency_at_context=max_conc, bound=single.bound if single.bound != "overhead" else (
             "bandwidth" if single.t_bytes >= single.t_compute else "compute"),
         crossover_batch=crossover, speculative=spec, decode_context_tokens=int(c),
-        weights_gib_per_gpu=ctx.weight_bytes(s.tp) / 2**30)
+        weights_gib_per_gpu=ctx.weight_bytes(s.tp) / 2**30, recurrent_state=state_pred)
     derivations = {
         "decode_tok_s": Derived(1.0 / single.seconds, "tok/s", "1 / t_step(B=1, C)",
                                 {"t_step": single.seconds, **single.derived.inputs}, single.derived.source),
@@ -179,10 +347,33 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
                                        "bits": s.kv.bits, "N": s.tp}, s.kv.source or eng.kv_source),
         "memory_share": budget.share,
     }
+    if st is not None:
+        derivations["recurrent_state_bytes_per_request"] = st.derived
+        pool_b = max(budget.pool_bytes.value, 0.0)
+        if st.pool == "split":
+            derivations["kv_pool_bytes_after_state"] = Derived(
+                ctx.kv_pool_bytes(s, s.max_batch), "B", "pool - state pool; state pool = (K + 1) x state, "
+                "K = (pool x r/(1+r) - state) / state; running requests <= K / slots",
+                {"pool": pool_b, "state": st.state_bytes, "r": st.memory_ratio,
+                 "slots_per_running_request": st.max_slots_per_request,
+                 "max_running_requests": ctx.state_request_cap(s)}, st.derived.source)
+        else:
+            derivations["kv_pool_bytes_after_state"] = Derived(
+                ctx.kv_pool_bytes(s, s.max_batch), "B", "pool - max batch x state per request",
+                {"pool": pool_b, "max_batch": s.max_batch, "state_per_request": st.request_bytes},
+                st.derived.source)
+        derivations["recurrent_state_step_bytes"] = Derived(
+            st.step_bytes(max(1, s.draft_tokens + 1)), "B/request/step",
+            "layers x (conv + state) x (1 load + 1 store per verified position)",
+            {"layers": st.layers, "state_bytes": st.state_bytes, "positions": max(1, s.draft_tokens + 1)},
+            st.traffic_source)
     if pts:
         best = max(pts, key=lambda p: p.speedup)
         derivations["speculative_best"] = best.derived
     warnings = list(ctx.warnings) + ([capped] if capped else []) + list(t.notes)
+    if ctx.overrides.context_tokens and budget.pool_bytes.value > 0 and c > ctx.max_context(s, 1):
+        warnings.append(f"--context {c:,} exceeds the {ctx.max_context(s, 1):,} tokens the KV pool holds for one "
+                        "request: a request that long cannot run with these settings (decode is costed anyway)")
     main_kv = next((d for d in explanation.decisions if d.layer_class == "attention_kv"), None)
     if main_kv is not None and not main_kv.runs:
         why = main_kv.error or "; ".join(main_kv.reasons)
@@ -205,9 +396,13 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
         else:
             warnings.append("4-bit KV cache is unpacked to 16 bits on every attention read (counted in the "
                             "prediction as issue work); it is lossy: check accuracy against an 8-bit KV cache")
+    preds, blocked = _availability(ctx, s, replace(preds, crossover_limit=cross_limit), single, pf, derivations)
+    spec_name = ctx.spec_method.name if ctx.spec_method and s.draft_tokens else None
+    flags = {} if blocked else _flags(eng, s.kv.name, s.memory_share, s.max_batch, s.chunked_prefill, s.tp,
+                                      spec_name, s.draft_tokens, s.cuda_graphs,
+                                      explanation.engine_version or eng.version)
     rec = Recommendation(s.kv.name, s.max_batch, s.draft_tokens, s.memory_share, s.chunked_prefill, s.tp,
-                         s.cuda_graphs, ctx.spec_method.name if ctx.spec_method and s.draft_tokens else None,
-                         _flags(eng, s.kv.name, s.memory_share, s.max_batch, s.chunked_prefill, s.tp))
+                         s.cuda_graphs, spec_name, flags, blocked)
     return Plan(checkpoint.source, checkpoint.label, gpu.id, gpu.name, gpus, explanation.engine,
                 explanation.engine_version or eng.version, workload, preds, rec, t.options,
                 ctx.assumptions, tuple(dict.fromkeys(warnings)), derivations)

@@ -77,6 +77,7 @@ class Gate(_Strict):
     tp_max: Optional[int] = None
     tp_min: Optional[int] = None
     ep_min: Optional[int] = None
+    ep_max: Optional[int] = None                   # e.g. a kernel that refuses expert parallel
     kv_dtype_in: Optional[list[str]] = None
     head_dim_not_in: Optional[list[int]] = None
     mla: Optional[bool] = None

@@ -210,6 +210,8 @@ def _check(g: Gate, ctx: Context) -> str | None:  # noqa: C901 - one branch per 
         return None if ctx.tp >= g.tp_min else f"only with tensor parallel >= {g.tp_min} (here: {ctx.tp})"
     if c == "ep_min":
         return None if ctx.options.ep >= g.ep_min else f"only with expert parallel >= {g.ep_min} (here: {ctx.options.ep})"
+    if c == "ep_max":
+        return None if ctx.options.ep <= g.ep_max else f"only with expert parallel <= {g.ep_max} (here: {ctx.options.ep})"
     if c == "kv_dtype_in":
         return None if L.scheme in g.kv_dtype_in else f"does not support KV cache dtype {L.scheme}"
     if c == "head_dim_not_in":

@@ -102,7 +102,7 @@ def _ceiling_words(act: str, gpu: GpuSpec) -> str:
     """' (8x the BF16 dense peak)' from this GPU's own table: the ratio differs by segment (GeForce
     Blackwell runs BF16 at half rate, B300 trades FP64 for FP4), so it is never a fixed 2x/4x."""
     key = _CEILING_PEAK.get(act)
-    base_key = "bf16" if gpu.supports("bf16") else "fp16_fp32acc"
+    base_key = "bf16" if gpu.sm >= 80 else "fp16_fp32acc"   # capability by arch; a null peak is only unknown
     hi, lo = (gpu.peak(key), gpu.peak(base_key)) if key else (None, None)
     if not isinstance(hi, (int, float)) or not isinstance(lo, (int, float)) or lo <= 0:
         return ""

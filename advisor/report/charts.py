@@ -65,13 +65,30 @@ def kv_pool_vs_context(checkpoint, plan) -> Chart | None:
         dt = eng.kv_dtype(name)
         if dt is None:
             continue
-        ys = tuple(float(lay.max_concurrency(dt, pool.value, c)) for c in xs)
+        ys = tuple(float(_requests_that_fit(lay, dt, pool.value, c, plan)) for c in xs)
         series.append(Series(f"{name} KV", tuple(float(c) for c in xs), ys))
     if not series:
         return None
     return Chart(title=f"KV pool vs context ({pool.value / 2**30:.1f} GiB pool per GPU)",
                  x_label="context per request (tokens)", y_label="requests that fit",
                  series=tuple(series), log_x=True, log_y=False)
+
+
+def _requests_that_fit(lay, dt, pool: float, context: int, plan) -> int:
+    """Requests of ``context`` tokens the pool holds; a hybrid model's recurrent state takes its share
+    per request (shared pool: vLLM, FastLLM) or comes out of the pool up front with a cap on running
+    requests (split pool: SGLang)."""
+    st = plan.predictions.recurrent_state
+    if st is None:
+        return lay.max_concurrency(dt, pool, context)
+    kv = lay.request_bytes(dt, context)
+    if st.pool == "split":
+        after = plan.derivations.get("kv_pool_bytes_after_state")
+        kv_pool = after.value if after is not None else pool - st.state_pool_bytes
+        n = int(kv_pool // kv) if kv > 0 else 0
+        return max(0, min(n, st.max_requests if st.max_requests is not None else n))
+    need = kv + st.bytes_per_request
+    return int(pool // need) if need > 0 else 0
 
 
 def _assumption(plan, key: str):

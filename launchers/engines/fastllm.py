@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from advisor.engine_flags import fastllm_speculative_args
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -65,18 +66,15 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--prefix_cache", "true" if s.prefix_caching else "false"]
     if s.speculative:
         sp = s.speculative
-        if sp.method == "mtp":
-            argv += ["--mtp", str(sp.draft_tokens)]
-        elif sp.method == "dflash":
+        if sp.method not in ("mtp", "dflash", "dspark"):
+            raise Unsupported(f"FastLLM has no speculative method {sp.method!r} (mtp, dflash, dspark)")
+        if sp.method == "dflash":
             require("fastllm", version, G_DFLASH)
-            argv += ["--speculative_algorithm", "dflash", "--speculative_draft_model_path", need_draft("fastllm", sp),
-                     "--speculative_num_draft_tokens", str(sp.draft_tokens + 1)]
+        draft = need_draft("fastllm", sp) if sp.method in ("dflash", "dspark") else None
+        argv += fastllm_speculative_args(sp.method, sp.draft_tokens, draft) or []
+        if sp.method == "dflash":
             notes.append(f"--speculative_num_draft_tokens is the DFlash block incl. the anchor: "
                          f"{sp.draft_tokens} drafted + 1; the draft must be a DFlash2DraftModel for a Qwen3.5 target")
-        elif sp.method == "dspark":
-            argv += ["--speculative_algorithm", "dspark", "--speculative_draft_model_path", need_draft("fastllm", sp)]
-        else:
-            raise Unsupported(f"FastLLM has no speculative method {sp.method!r} (mtp, dflash, dspark)")
     if s.api_key:
         argv += ["--api_key", s.api_key]
         notes.append("the API key is passed on the command line: other users of this machine can see it "

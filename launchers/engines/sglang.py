@@ -3,6 +3,7 @@ engines-launch.md §1)."""
 
 from __future__ import annotations
 
+from advisor.engine_flags import SGLANG_BLOCK_DRAFTERS, SGLANG_NEEDS_DRAFT, SGLANG_SPEC, sglang_speculative_args
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -10,10 +11,9 @@ from launchers.versions import Gate, check_removed, parse, require
 
 KV = {"auto": "auto", "bf16": "bf16", "fp16": None, "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
       "nvfp4": "nvfp4", "q8_0": None, "q4_0": None, "bfloat16": "bfloat16", "fp4_mx_block16": "fp4_mx_block16"}
-SPEC = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK",
-        "ngram": "NGRAM", "draft_model": "STANDALONE"}
-NEEDS_DRAFT = {"EAGLE", "EAGLE3", "DFLASH", "DSPARK", "STANDALONE"}
-BLOCK_DRAFTERS = {"DFLASH", "DSPARK"}   # steps and top-k forced to 1 (speculative_hook.py L338-365)
+SPEC = SGLANG_SPEC
+NEEDS_DRAFT = SGLANG_NEEDS_DRAFT
+BLOCK_DRAFTERS = SGLANG_BLOCK_DRAFTERS   # steps and top-k forced to 1 (speculative_hook.py L338-365)
 
 G_SERVE = Gate("`sglang serve` entry point", since="0.5.23", source="sglang/launch_server.py:70-76@0.5.23")
 G_NVFP4_KV = Gate("--kv-cache-dtype nvfp4", since="0.5.23", source="srt/arg_groups/fields/model.py:197-221@0.5.23",
@@ -75,12 +75,8 @@ def build(s, version, note) -> LaunchCommand:
             require("sglang", version, G_DSPARK)
         k = s.speculative.draft_tokens
         # All three or none (the auto rule asserts); steps/top-k are 1 for block drafters.
-        steps = 1 if alg in BLOCK_DRAFTERS else k
-        argv += ["--speculative-algorithm", alg]
-        if alg in NEEDS_DRAFT:
-            argv += ["--speculative-draft-model-path", need_draft("sglang", s.speculative)]
-        argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
-                 "--speculative-num-draft-tokens", str(k + 1)]
+        draft = need_draft("sglang", s.speculative) if alg in NEEDS_DRAFT else None
+        argv += sglang_speculative_args(s.speculative.method, k, draft)
         notes.append(f"--speculative-num-draft-tokens counts the anchor token: {k} drafted + 1")
     if s.linear_backend:
         argv += ["--fp4-gemm-backend", s.linear_backend]

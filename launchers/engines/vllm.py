@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from advisor.engine_flags import VLLM_NEEDS_DRAFT, VLLM_SPEC, vllm_speculative_config
 from launchers.cluster import ray_steps
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -15,9 +14,8 @@ KV = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8", 
       "bfloat16": "bfloat16", "float16": "float16", "fp8": "fp8", "nvfp4_4over6": "nvfp4_4over6",
       "int8_per_token_head": "int8_per_token_head", "int4_per_token_head": "int4_per_token_head",
       "fp8_per_token_head": "fp8_per_token_head"}
-SPEC = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark",
-        "ngram": "ngram", "draft_model": "draft_model"}
-NEEDS_DRAFT = {"eagle", "eagle3", "dflash", "dspark", "draft_model"}
+SPEC = VLLM_SPEC
+NEEDS_DRAFT = VLLM_NEEDS_DRAFT
 
 G_LINEAR = Gate("--linear-backend", since="0.33.0", source="vllm/engine/arg_utils.py:1845@0.33.0",
                 hint="older versions choose linear kernels without this flag")
@@ -53,12 +51,9 @@ def build(s, version, note) -> LaunchCommand:
         require("vllm", version, G_NVFP4_KV)
     argv += ["--kv-cache-dtype", kv]
     if s.speculative:
-        cfg = {"method": SPEC[s.speculative.method], "num_speculative_tokens": s.speculative.draft_tokens}
-        if s.speculative.method in NEEDS_DRAFT:
-            cfg["model"] = need_draft("vllm", s.speculative)
-        elif s.speculative.draft_model:
-            cfg["model"] = s.speculative.draft_model
-        argv += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
+        draft = need_draft("vllm", s.speculative) if s.speculative.method in NEEDS_DRAFT else s.speculative.draft_model
+        argv += ["--speculative-config", vllm_speculative_config(s.speculative.method, s.speculative.draft_tokens,
+                                                                 draft)]
     if s.linear_backend:
         require("vllm", version, G_LINEAR)
         argv += ["--linear-backend", s.linear_backend]

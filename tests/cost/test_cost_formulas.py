@@ -11,6 +11,7 @@ from advisor.checkpoint.model import ArchInfo, MLAInfo
 from advisor.cost import context, efficiency, interconnect, kv, memory, speculative, weights
 from advisor.cost.engine_profile import GIB, MIB, load_engine_memory
 from advisor.cost.overrides import Overrides
+from advisor.cost.efficiency import DEQUANT_INSTR, DEQUANT_OVERLAP
 
 VLLM = load_engine_memory("vllm")
 SGLANG = load_engine_memory("sglang")
@@ -203,9 +204,10 @@ def test_dequant_issue_term_counts_instructions_per_element_and_m_tiles():
     ctx = build(ck, explanation("W8A16-FP8"), rtx3090())
     part = next(p for p in ctx.model.weights.parts if p.kernel_class == "w8a16_fp8")
     issue = 82 * 4 * 1695e6
+    ipe, hidden = DEQUANT_INSTR["w8a16_fp8"][0], DEQUANT_OVERLAP[0]
     got = ctx.model._dequant_seconds(part, 1e9, 8192)
-    assert got == pytest.approx(1e9 * 1.8 * (8192 / 64) / 32 / issue)
-    assert ctx.model._dequant_seconds(part, 1e9, 1) == pytest.approx(1e9 * 1.8 / 32 / issue)
+    assert got == pytest.approx(1e9 * ipe * (8192 / 64) / 32 / issue * (1 - hidden))
+    assert ctx.model._dequant_seconds(part, 1e9, 1) == pytest.approx(1e9 * ipe / 32 / issue * (1 - hidden))
 
 
 def test_prefill_compute_is_linear_flops_at_the_path_mma_plus_quadratic_attention():

@@ -13,6 +13,7 @@ from cost_builders import dense_checkpoint, explanation, rtx2080ti, rtx3090
 
 from advisor.cost import context
 from advisor.cost.engine_profile import load_engine_memory
+from advisor.cost.efficiency import DEQUANT_OVERLAP
 from advisor.cost.overrides import Overrides
 
 VLLM = load_engine_memory("vllm")
@@ -47,18 +48,20 @@ def test_marlin_decode_uses_13_to_33_percent_of_issue_slots():
     for scheme in ("W4A16-NVFP4", "W8A16-FP8", "W4A16-INT4"):
         ctx = _ctx(scheme)
         step = ctx.model.decode_step(1, 0, BF16_KV)
-        deq = sum(ctx.model._dequant_seconds(p, e, 1) for p, e in ctx.model.weights.step_elements(1).items())
+        # issue slots: the whole dequant issue time, including the share hidden behind the MMAs
+        deq = sum(ctx.model._dequant_seconds(p, e, 1) for p, e in ctx.model.weights.step_elements(1).items()
+                  ) / (1 - DEQUANT_OVERLAP[0])
         fracs[scheme] = deq / step.t_bytes
     assert 0.13 <= fracs["W4A16-NVFP4"] <= 0.33
     assert max(fracs.values()) <= 0.33
 
 
-@pytest.mark.parametrize("scheme,low", [("W8A16-FP8", 0.93), ("W4A16-INT4", 0.93), ("W4A16-NVFP4", 0.88)])
-def test_marlin_prefill_is_95_to_97_percent_of_bf16_cublas(scheme, low):
-    """Published 95-97 % (±2 pp); NVFP4 uses the top of its instruction count (~3.7/value), so its
-    bound is looser. The ratio follows from the issue-rate model, not from a fitted constant."""
+@pytest.mark.parametrize("scheme", ["W8A16-FP8", "W4A16-INT4", "W4A16-NVFP4"])
+def test_marlin_prefill_is_95_to_97_percent_of_bf16_cublas(scheme):
+    """field-notes §3: Marlin prefill at M=8192 runs at 95-97 % of BF16 cuBLAS at the same clock. The
+    instruction counts come from Marlin's dequant source; DEQUANT_OVERLAP is calibrated to this note."""
     ratio = _linear_time(_ctx("BF16")) / _linear_time(_ctx(scheme))
-    assert low <= ratio <= 0.99
+    assert 0.95 <= ratio <= 0.97
 
 
 def test_power_limit_280w_costs_6_to_15_percent_of_prefill_compute():

@@ -43,3 +43,14 @@ def test_demo_is_refused_for_a_real_launch_and_flagged_in_a_dry_run(capsys):
     assert len(err) == 1 and "demo:qwen3-8b-nvfp4" in err[0] and "no weights" in err[0]
     assert main(["launch", "demo:qwen3-8b-nvfp4", "--engine", "vllm", "--dry-run", "--json"]) == 0
     assert any("configs only" in w for w in json.loads(capsys.readouterr().out)["warnings"])
+
+
+def test_a_plan_without_a_launch_line_is_refused(tmp_path, capsys):
+    assert main(["plan", "demo:qwen3-30b-a3b-fp8", "--gpu", "rtx-3090", "--json"]) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(capsys.readouterr().out)
+    assert json.loads(plan.read_text())["recommendation"]["blocked"]
+    ckpt = _copy_demo(tmp_path, "qwen3-30b-a3b-fp8")
+    assert main(["launch", str(ckpt), "--engine", "vllm", "--plan", str(plan), "--dry-run"]) == 4
+    err = capsys.readouterr().err
+    assert "no launch line" in err and "need at least 2" in err
