@@ -22,12 +22,17 @@ def schema() -> dict:
     return json.loads(files("advisor.report").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
 
 
+def _short(text: str, limit: int = 240) -> str:
+    """jsonschema quotes the whole offending instance; keep an error one readable line."""
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
 def schema_errors(data: dict) -> list[str]:
     """Every way ``data`` violates the report schema, as 'path: message' lines (empty: valid)."""
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema(), format_checker=jsonschema.FormatChecker())
-    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {_short(e.message)}"
             for e in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))]
 
 
