@@ -1,4 +1,5 @@
-"""What the advisor remembers between runs: last checkpoint, GPU choice, engine, theme.
+"""What the advisor remembers between runs: last checkpoint, GPU choice, engine, theme, and the
+Launch tab's engine and saved profile.
 
 Stored as YAML in the user's config dir (platformdirs). A corrupt or unreadable file is ignored
 (state is a convenience, never a reason to fail) and is not overwritten until the next save.
@@ -38,6 +39,8 @@ class UserState:
     engine_version: str | None = None      # None: the newest rule file for the engine
     workload: str = "interactive"
     theme: str = "textual-dark"
+    launch_engine: str | None = None       # the Launch tab's engine; None: the explained engine
+    launch_profile: str | None = None      # the saved launch profile last picked or saved
     recent: tuple[str, ...] = field(default_factory=tuple)
 
     def with_recent(self, source: str, keep: int = 8) -> "UserState":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -91,6 +92,56 @@ def start_server(line: str, analysis: Any, *, engine: str | None = None, on_line
     log_dir = log_dir or pidfile.run_dir().parent / "logs"
     log = log_dir / f"{cmd.engine}-{cmd.settings.port}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     return Server(cmd, log_path=log, on_line=on_line).start()
+
+
+class Launch:
+    """One launch from the Launch tab. A stop asked for before the server process exists cancels
+    it: the start is skipped, or the process group is stopped as soon as it exists. Exactly one side
+    stops a started server: the first ``cancel()`` hands it to its caller when it is already known,
+    otherwise ``start()`` stops it itself."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.server: Any = None
+        self.cancelled = False
+        self._under_way = False              # start() got past the cancel check: a process may appear
+        self.settled = threading.Event()     # start() has returned (and stopped what it cancelled)
+
+    def cancel(self) -> Any:
+        """Ask the launch to stop. Returns the server for the caller to stop, or None when there is
+        none yet (start() then never starts it, or stops it as soon as it exists) or it was handed
+        out by an earlier cancel()."""
+        with self._lock:
+            first = not self.cancelled
+            self.cancelled = True
+            return self.server if first else None
+
+    def start(self, line: str, analysis: Any, *, engine: str | None = None,
+              on_line: Callable[[str], None] | None = None, log_dir: Path | None = None) -> Any:
+        """start_server() unless cancelled; None when the launch was cancelled (nothing left running)."""
+        try:
+            with self._lock:
+                if self.cancelled:
+                    return None
+                self._under_way = True
+            server = start_server(line, analysis, engine=engine, on_line=on_line, log_dir=log_dir)
+            with self._lock:
+                cancelled = self.cancelled
+                self.server = None if cancelled else server
+            if cancelled:
+                server.stop()
+                return None
+            return server
+        finally:
+            self.settled.set()
+
+    def wait_settled(self, timeout_s: float) -> None:
+        """After cancel(): wait for a start already under way (it stops what it started); a start
+        that has not begun never will, so there is nothing to wait for."""
+        with self._lock:
+            under_way = self._under_way
+        if under_way:
+            self.settled.wait(timeout_s)
 
 
 def wait_ready(server: Any, *, timeout_s: float = 900.0, on_progress: Callable[[str], None] | None = None) -> ReadyState:

@@ -78,10 +78,12 @@ class AdvisorApp(App):
         self.probe_result: Any = None
         self.analysis: Analysis | None = None
         self.supervisor: Any = None
+        self._launch: actions.Launch | None = None   # from Ctrl+L until the server is gone
         self.last_report: Path | None = None
         self._gpu_explicit = gpu_explicit
         self._summary = ""                 # the status line between progress messages
         self._pending_line: str | None = None   # a profile's command, set once its engine is selected
+        self._restore_profile = state.launch_profile   # shown once the first analysis has a command
         self._quitting = False
 
     # ------------------------------------------------------------------ layout
@@ -163,7 +165,11 @@ class AdvisorApp(App):
         return str(self.query_one("#launch-engine", Select).value)
 
     def _launch_engine(self) -> str:
-        return self.state.engine if self.state.engine in actions.LAUNCH_ENGINES else "vllm"
+        """The remembered Launch engine; an unknown (stale) value falls back to the explained engine."""
+        for engine in (self.state.launch_engine, self.state.engine):
+            if isinstance(engine, str) and engine in actions.LAUNCH_ENGINES:
+                return engine
+        return "vllm"
 
     def _initial_engine(self) -> str:
         values = [v for _, v in self.engine_choices]
@@ -228,14 +234,15 @@ class AdvisorApp(App):
         self.launch_server()
 
     def action_stop(self) -> None:
-        if self.supervisor is None:
+        if self._launch is None:
             raise SkipAction()
         self.stop_server()
 
     async def action_quit(self) -> None:
-        """With a server running, stop it first where the user sees it (the engine may take seconds)."""
-        sup = self.supervisor
-        if sup is None:
+        """With a server running or starting, stop it first where the user sees it (the engine may
+        take seconds); the app exits once it is gone (_server_gone)."""
+        launch = self._launch
+        if launch is None:
             self.exit()
             return
         if self._quitting:          # pressed again: leave now (on_unmount and atexit still stop the server)
@@ -244,7 +251,9 @@ class AdvisorApp(App):
         self._quitting = True
         self.query_one("#launch-state", Label).update("stopping the server, then quitting…")
         self.notify("stopping the server before quitting…", timeout=30)
-        self._stop_worker(sup, then_exit=True)
+        sup = launch.cancel()
+        if sup is not None:
+            self._stop_worker(sup)
 
     def action_export(self, fmt: str) -> None:
         self.query_one("#export-format", Select).value = fmt
@@ -300,6 +309,8 @@ class AdvisorApp(App):
             launch_engine.value = engine
         else:
             self.query_one("#launch-command", TextArea).text = line
+        if self.state.launch_profile != event.value:
+            self.update_state(launch_profile=event.value)
 
     @on(Select.Changed, "#workload-select")
     def _workload_changed(self, event: Select.Changed) -> None:
@@ -310,10 +321,15 @@ class AdvisorApp(App):
     @on(Select.Changed, "#launch-engine")
     def _launch_engine_changed(self, event: Select.Changed) -> None:
         area = self.query_one("#launch-command", TextArea)
-        if self._pending_line is not None:
+        from_profile = self._pending_line is not None
+        if from_profile:
             area.text, self._pending_line = self._pending_line, None
         elif self.analysis is not None:
             area.text = actions.launch_command_line(self.analysis, str(event.value))
+        if isinstance(event.value, str) and event.value != self._launch_engine():
+            # another engine's generated command replaces the profile's: the profile is no longer in use
+            self.update_state(launch_engine=event.value,
+                              **({} if from_profile else {"launch_profile": None}))
 
     @on(Input.Submitted, "#checkpoint-input")
     @on(Button.Pressed, "#checkpoint-load")
@@ -409,6 +425,7 @@ class AdvisorApp(App):
         self.query_one("#explain-view", DocView).show(views.explain_doc(result))
         self.query_one("#cost-view", DocView).show(views.cost_doc(result))
         self.query_one("#launch-command", TextArea).text = actions.launch_command_line(result, self.launch_engine)
+        self._restore_launch_profile()
         if self.supervisor is None:
             demo = result.selection.checkpoint.startswith("demo:")
             self.query_one("#launch-state", Label).update(
@@ -417,6 +434,23 @@ class AdvisorApp(App):
         state = "ok" if result.ok else "with errors"
         self._summary = f"{sel.checkpoint} · {sel.gpus}× {sel.gpu_id} · {sel.engine} · {sel.workload} — {state}"
         self.set_status(self._summary)
+
+    def _restore_launch_profile(self) -> None:
+        """Once, after the first analysis: pick the remembered profile again (its engine and command)
+        when it still exists and loads; otherwise forget it without a word."""
+        name, self._restore_profile = self._restore_profile, None
+        if not name:
+            return
+        try:
+            known = name in actions.saved_profiles()
+            if known:
+                actions.profile_command_line(name)
+        except (AdvisorError, OSError):
+            known = False
+        if known:
+            self.query_one("#profile-select", Select).value = name     # -> _profile_picked
+        else:
+            self.update_state(launch_profile=None)
 
     def _remember_source(self, result: Analysis) -> None:
         """Only checkpoints that inspect become recent items; the list updates in place."""
@@ -449,7 +483,7 @@ class AdvisorApp(App):
 
     # ------------------------------------------------------------------ launch
     def launch_server(self) -> None:
-        if self.supervisor is not None:
+        if self._launch is not None:
             self.notify("a server is already running; stop it first", severity="warning")
             return
         line = self.query_one("#launch-command", TextArea).text.strip()
@@ -459,22 +493,31 @@ class AdvisorApp(App):
         self.query_one("#launch-log", RichLog).clear()
         self.query_one("#launch-start", Button).disabled = True
         self.query_one("#launch-stop", Button).disabled = False
-        self.run_server(line, self.launch_engine)
+        self._launch = actions.Launch()
+        self.run_server(line, self.launch_engine, self._launch)
 
     @work(thread=True, exclusive=True, group="launch")
-    def run_server(self, line: str, engine: str) -> None:
+    def run_server(self, line: str, engine: str, launch: actions.Launch) -> None:
         log = self.query_one("#launch-log", RichLog)
         state = self.query_one("#launch-state", Label)
         try:
-            sup = actions.start_server(line, self.analysis, engine=engine,
-                                       on_line=lambda s: self.call_from_thread(self._log_line, log, engine, s))
+            sup = launch.start(line, self.analysis, engine=engine,
+                               on_line=lambda s: self.call_from_thread(self._log_line, log, engine, s))
         except AdvisorError as err:
             self.call_from_thread(self.notify, str(err), severity="error")
             self.call_from_thread(self._server_gone)
             return
-        self.supervisor = sup
+        if sup is None:             # stopped (or quit) before the server was up: nothing was left running
+            try:
+                self.call_from_thread(self._launch_cancelled)
+            except RuntimeError:    # the app has already gone
+                pass
+            return
+        self.call_from_thread(self._server_started, launch, sup)
         self.call_from_thread(state.update, "starting…")
         ready = actions.wait_ready(sup, on_progress=lambda s: self.call_from_thread(state.update, s))
+        if launch.cancelled:        # stopped while loading: the stop worker reports it
+            return
         self.call_from_thread(state.update, ready.summary)
         check = self.query_one("#kernel-check", DocView)
         self.call_from_thread(check.show, actions.kernel_check_doc(sup, self.analysis) + ready.detail
@@ -489,27 +532,41 @@ class AdvisorApp(App):
 
         log.write(Text(line, style=actions.line_style(engine, line)))
 
+    def _server_started(self, launch: actions.Launch, sup: Any) -> None:
+        if self._launch is launch and not launch.cancelled:
+            self.supervisor = sup
+
     def stop_server(self) -> None:
-        sup = self.supervisor
-        if sup is None:
+        launch = self._launch
+        if launch is None:
+            return
+        sup = launch.cancel()
+        if sup is None:             # still starting: the launch worker cancels it (_launch_cancelled)
+            self.query_one("#launch-state", Label).update("cancelling the launch…")
             return
         self.query_one("#launch-state", Label).update("stopping…")
         self._stop_worker(sup)
 
     @work(thread=True, group="stop")
-    def _stop_worker(self, sup: Any, then_exit: bool = False) -> None:
+    def _stop_worker(self, sup: Any) -> None:
         try:
             actions.stop_server(sup)
         finally:
             self.call_from_thread(self._server_gone)
-            if then_exit:
-                self.call_from_thread(self.exit)
 
-    def _server_gone(self) -> None:
+    def _launch_cancelled(self) -> None:
+        self._server_gone("launch cancelled")
+        if not self._quitting:
+            self.notify("launch cancelled: the server was stopped before it came up")
+
+    def _server_gone(self, why: str = "stopped") -> None:
         self.supervisor = None
+        self._launch = None
         self.query_one("#launch-start", Button).disabled = False
         self.query_one("#launch-stop", Button).disabled = True
-        self.query_one("#launch-state", Label).update("stopped")
+        self.query_one("#launch-state", Label).update(why)
+        if self._quitting:
+            self.exit()
 
     def save_launch_profile(self) -> None:
         line = self.query_one("#launch-command", TextArea).text.strip()
@@ -521,6 +578,7 @@ class AdvisorApp(App):
             return
         self.notify(f"profile saved: {path}")
         self.query_one("#profile-select", Select).set_options([(n, n) for n in actions.saved_profiles()])
+        self.update_state(launch_profile=name)
 
     # ------------------------------------------------------------------ bench
     @work(thread=True, exclusive=True, group="bench")
@@ -558,8 +616,12 @@ class AdvisorApp(App):
         self.call_from_thread(view.show, doc)
 
     def on_unmount(self) -> None:
-        if self.supervisor is not None:
-            actions.stop_server(self.supervisor)
+        launch = self._launch
+        if launch is not None:
+            launch.cancel()
+            launch.wait_settled(15)     # a start in flight stops what it started once it sees the cancel
+            if launch.server is not None:
+                actions.stop_server(launch.server)
 
 
 def make_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None = None,
@@ -579,8 +641,8 @@ def make_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None 
         state = dataclasses.replace(state, gpu_id=views.default_gpu_id(gpu_choices))
     if gpus:
         state = dataclasses.replace(state, gpus=gpus)
-    if engine:
-        state = dataclasses.replace(state, engine=engine)
+    if engine:      # an engine chosen now is also the one to launch
+        state = dataclasses.replace(state, engine=engine, launch_engine=None, launch_profile=None)
     demos = views.demo_names()
     if checkpoint:      # becomes a recent item once it inspects, like one typed in the app
         state = dataclasses.replace(state, checkpoint=checkpoint)
