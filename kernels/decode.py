@@ -27,6 +27,16 @@ goes back into the fp32 epilogue scale, so the accumulated result is unchanged.
 Why 32-bit words: two fp16 patterns are built in one 32-bit register per shift/mask (nibbles j and
 j+4, or bytes 0/2 and 1/3), which cut the SASS per weight element by about a third against
 per-byte decode (kernels/NOTES.md).
+
+v3 additions (kernels/NOTES.md, "v3"):
+- NVFP4 straight to bf16 for bf16 MMAs (`weight_tile(..., BF16=True)`): the E2M1 code in the bf16
+  sign/exponent/mantissa fields is e2m1 * 2**-126 exactly (code 1, 0.5, is the bf16 subnormal
+  2**-127), the E4M3 scale becomes the bf16 e4m3 * 2**110, and their bf16 product
+  e2m1 * e4m3 * 2**-16 is exact (<= 6 significant bits, within [2**-26, 2**-4.6], all bf16 normals).
+  That drops the fp16 -> bf16 convert per element; the epilogue multiplies gs * 2**16.
+- NVFP4 GEMV decode `e2m1_f16x2_pairs`: the nibbles of a word are first spread to bytes in the
+  E5M2 pattern (the top byte of an fp16: sign, 5 exponent bits, 2 mantissa bits), four at a time,
+  so one shift/mask serves four values; each fp16 is then one byte moved to the top of a half.
 """
 
 from __future__ import annotations
@@ -94,6 +104,135 @@ def _words_to_f16(x, FORMAT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.co
 
 
 @triton.jit
+def e2m1_bf16_pair(x, J: tl.constexpr):
+    """uint32 words -> uint32 holding two bf16 bit patterns: nibble J (low half) and J + 4 (high
+    half), each e2m1 * 2**-126 exactly (sign -> bit 15, magnitude bits -> bits 6..8)."""
+    sign = (x << (12 - 4 * J)) & 0x80008000
+    if J < 2:
+        mag = (x << (6 - 4 * J)) & 0x01C001C0
+    else:
+        mag = (x >> (4 * J - 6)) & 0x01C001C0
+    return sign | mag
+
+
+@triton.jit
+def _bf16_pair(f):
+    """uint32 holding two bf16 bit patterns -> (low half, high half) as bf16."""
+    lo = (f & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    hi = (f >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def _words_to_bf16(x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """[BN, BK//8] uint32 words of 8 E2M1 nibbles -> [BN, BK] bf16 (e2m1 * 2**-126) in k order."""
+    t0, t4 = _bf16_pair(e2m1_bf16_pair(x, 0))
+    t1, t5 = _bf16_pair(e2m1_bf16_pair(x, 1))
+    t2, t6 = _bf16_pair(e2m1_bf16_pair(x, 2))
+    t3, t7 = _bf16_pair(e2m1_bf16_pair(x, 3))
+    w = tl.join(tl.join(tl.join(t0, t4), tl.join(t2, t6)), tl.join(tl.join(t1, t5), tl.join(t3, t7)))
+    return tl.reshape(w, (BLOCK_N, BLOCK_K))
+
+
+@triton.jit
+def e4m3_to_bf16_scaled(byte):
+    """int32 E4M3 bytes -> bf16 equal to e4m3(byte) * 2**110 (exact: 4 significant bits, and
+    2**-9 * 2**110 .. 448 * 2**110 are bf16 normals). fp32 only in between, no bf16 arithmetic."""
+    return (e4m3_to_f16_scaled(byte).to(tl.float32) * 2.0**118).to(tl.bfloat16)
+
+
+@triton.jit
+def e2m1_f16x2_pairs(x):
+    """uint32 words of 8 E2M1 nibbles (low nibble first) -> 4 uint32 words, each two fp16 bit
+    patterns (low half, high half): nibbles (0, 4), (2, 6), (1, 5), (3, 7). Every value is
+    e2m1 * 2**-14 exactly (code 1 is the fp16 subnormal 2**-15).
+
+    Nibbles 0, 2, 4, 6 go to the four bytes of `u` and 1, 3, 5, 7 to those of `v` as E5M2 bytes
+    (sign -> bit 7, magnitude -> bits 1..3): one shift/mask per four values. A byte moved to the
+    top of a 16-bit half (low byte zero) is the fp16 value."""
+    u = ((x << 4) & 0x80808080) | ((x << 1) & 0x0E0E0E0E)
+    v = (x & 0x80808080) | ((x >> 3) & 0x0E0E0E0E)
+    return (u << 8) & 0xFF00FF00, u & 0xFF00FF00, (v << 8) & 0xFF00FF00, v & 0xFF00FF00
+
+
+@triton.jit
+def _split8(a):
+    """[B, 8] -> the 8 columns as [B] tensors (register-only splits: the 8 sit in one thread)."""
+    B: tl.constexpr = a.shape[0]
+    e, o = tl.split(tl.reshape(a, (B, 2, 2, 2)))
+    e0, e1 = tl.split(e)
+    o0, o1 = tl.split(o)
+    a0, a4 = tl.split(e0)
+    a2, a6 = tl.split(e1)
+    a1, a5 = tl.split(o0)
+    a3, a7 = tl.split(o1)
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+@triton.jit
+def f16x2_to_f32(f, ASM: tl.constexpr):
+    """uint32 holding two fp16 bit patterns -> (low, high) as fp32 (exact widening).
+
+    ASM (GPU only; the interpreter has no inline asm): the same conversion as one PTX block on the
+    32-bit word. Written in Triton, LLVM narrows the masks before it to 16-bit lanes and re-pairs
+    halves of different words with PRMT; the opaque word keeps the decode at 32-bit ops
+    (about 0.45 SASS per weight element fewer, kernels/NOTES.md v3)."""
+    if ASM:
+        lo, hi = tl.inline_asm_elementwise(
+            "{ .reg .b16 l, h; mov.b32 {l, h}, $2; cvt.f32.f16 $0, l; cvt.f32.f16 $1, h; }",
+            "=r,=r,r", [f], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+    else:
+        lo16, hi16 = _f16_pair(f)
+        lo = lo16.to(tl.float32)
+        hi = hi16.to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _dot8(x, a, p, ASM: tl.constexpr):
+    """p + sum_j e2m1(nibble j of x) * 2**-14 * a_j: one fp32 FMA per weight (a: [BKW, 8] fp32,
+    the activations of the 8 k of each word; x: [BN, BKW] words)."""
+    p04, p26, p15, p37 = e2m1_f16x2_pairs(x)
+    t0, t4 = f16x2_to_f32(p04, ASM)
+    t2, t6 = f16x2_to_f32(p26, ASM)
+    t1, t5 = f16x2_to_f32(p15, ASM)
+    t3, t7 = f16x2_to_f32(p37, ASM)
+    a0, a1, a2, a3, a4, a5, a6, a7 = _split8(a)
+    p += t0 * a0[None, :]
+    p += t1 * a1[None, :]
+    p += t2 * a2[None, :]
+    p += t3 * a3[None, :]
+    p += t4 * a4[None, :]
+    p += t5 * a5[None, :]
+    p += t6 * a6[None, :]
+    p += t7 * a7[None, :]
+    return p
+
+
+@triton.jit
+def nvfp4_gemv_step(acc, wq_ptr, ws_ptr, a, offs_n, mask_n, k0, K, stride_wn, stride_sn,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr):
+    """acc [BN, BK//16] fp32 += per 16-block partial dot products times the block scale.
+
+    The E4M3 block scale multiplies the fp32 sum of its 16 products (one FMA per 16 weights)
+    instead of every weight; each word's 8 products are an FMA chain inside one thread and the two
+    words of a block are added in-thread, so nothing is reduced across threads inside the K loop.
+    a: [BK] fp32 activations of k0 .. k0 + BK. Value scale: acc is e2m1 * e4m3 * a * 2**-22.
+    ASM: see `f16x2_to_f32` (True on GPUs, False in the interpreter)."""
+    BKW: tl.constexpr = BLOCK_K // 8
+    BKH: tl.constexpr = BLOCK_K // 16
+    offs_w = k0 // 8 + tl.arange(0, BKW)
+    x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :],
+                mask=mask_n[:, None] & (offs_w < K // 8)[None, :], other=0).to(tl.uint32, bitcast=True)
+    p = _dot8(x, tl.reshape(a, (BKW, 8)), tl.zeros((BLOCK_N, BKW), dtype=tl.float32), ASM)
+    p = tl.sum(tl.reshape(p, (BLOCK_N, BKH, 2)), axis=2)
+    offs_s = k0 // 16 + tl.arange(0, BKH)
+    sb = tl.load(ws_ptr + offs_n[:, None] * stride_sn + offs_s[None, :],
+                 mask=mask_n[:, None] & (offs_s < K // 16)[None, :], other=0)
+    return acc + p * e4m3_to_f16_scaled(sb.to(tl.int32)).to(tl.float32)
+
+
+@triton.jit
 def _e4m3_words_to_f16(x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """[BN, BK//4] uint32 words of 4 E4M3 bytes -> [BN, BK] fp16 (value * 2**-8) in k order.
     Bytes 0 and 2 (k = 4w, 4w + 2) and bytes 1 and 3 are decoded two at a time."""
@@ -106,8 +245,9 @@ def _e4m3_words_to_f16(x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 @triton.jit
 def weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
                 FORMAT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                GROUP: tl.constexpr):
-    """Decoded [BLOCK_N, BLOCK_K] fp16 tile of W starting at column k0 (k >= K reads as 0).
+                GROUP: tl.constexpr, BF16: tl.constexpr = False):
+    """Decoded [BLOCK_N, BLOCK_K] fp16 tile of W starting at column k0 (k >= K reads as 0); with
+    BF16 (NVFP4 only) a bf16 tile of e2m1 * e4m3 * 2**-16 (never in the interpreter: bf16 math).
 
     The packed bytes are read as uint32 words (stride_wn in words): 4 E4M3 or 8 nibbles each."""
     if FORMAT == 1:
@@ -119,14 +259,20 @@ def weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
         offs_w = k0 // 8 + tl.arange(0, BLOCK_K // 8)
         x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :],
                     mask=mask_n[:, None] & (offs_w < K // 8)[None, :], other=0)
-        w = _words_to_f16(x.to(tl.uint32, bitcast=True), FORMAT, BLOCK_N, BLOCK_K)
         if FORMAT == 0:
             offs_s = k0 // 16 + tl.arange(0, BLOCK_K // 16)
             sb = tl.load(ws_ptr + offs_n[:, None] * stride_sn + offs_s[None, :],
                          mask=mask_n[:, None] & (offs_s < K // 16)[None, :], other=0)
-            s = e4m3_to_f16_scaled(sb.to(tl.int32)) * 256.0   # exact: e4m3 <= 448
-            w = _group_scale(w, s, BLOCK_N, BLOCK_K, 16)
+            if BF16:
+                w = _words_to_bf16(x.to(tl.uint32, bitcast=True), BLOCK_N, BLOCK_K)
+                w = _group_scale(w, e4m3_to_bf16_scaled(sb.to(tl.int32)), BLOCK_N, BLOCK_K, 16)
+            else:
+                w = _words_to_f16(x.to(tl.uint32, bitcast=True), FORMAT, BLOCK_N, BLOCK_K)
+                s = e4m3_to_f16_scaled(sb.to(tl.int32)) * 256.0   # exact: e4m3 <= 448
+                w = _group_scale(w, s, BLOCK_N, BLOCK_K, 16)
         else:
+            w = _words_to_f16(x.to(tl.uint32, bitcast=True), FORMAT, BLOCK_N, BLOCK_K)
+        if FORMAT == 2:
             if BLOCK_K >= GROUP:
                 offs_g = k0 // GROUP + tl.arange(0, BLOCK_K // GROUP)
                 s = tl.load(ws_ptr + offs_n[:, None] * stride_sn + offs_g[None, :],
@@ -140,12 +286,15 @@ def weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
 
 
 @triton.jit
-def epilogue_factor(gs_ptr, ws_ptr, offs_n, mask_n, FORMAT: tl.constexpr):
+def epilogue_factor(gs_ptr, ws_ptr, offs_n, mask_n, FORMAT: tl.constexpr, BF16: tl.constexpr = False):
     """fp32 [BN] factor for the accumulator columns: the per-tensor (NVFP4) or per-channel (FP8)
     scale times the power of two taken out in decode; applied once, after the K loop."""
     one = (offs_n * 0).to(tl.float32) + 1.0
     if FORMAT == 0:
-        f = one * (tl.load(gs_ptr) * 16384.0)
+        if BF16:
+            f = one * (tl.load(gs_ptr) * 65536.0)
+        else:
+            f = one * (tl.load(gs_ptr) * 16384.0)
     elif FORMAT == 1:
         f = tl.load(ws_ptr + offs_n, mask=mask_n, other=0.0) * 256.0
     else:

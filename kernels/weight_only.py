@@ -15,10 +15,16 @@ Tensor-layout contract (host side; all tensors contiguous, same device):
 
 Two launch shapes, same decode:
   gemv  split-K GEMV for decode (M of a few rows): one activation row per program (grid axis 0,
-        so the programs sharing a weight tile run together and re-read it from L2), fp32 FMA
-        and tl.sum over K, K split over grid axis 2. No tensor cores.
+        so the programs sharing a weight tile run together and re-read it from L2), fp32 FMA,
+        K split over grid axis 2. No tensor cores. NVFP4 keeps fp32 partials per (row, 16-block)
+        in registers across the K loop, multiplies the block scale into each 16-product sum and
+        reduces once after the loop (kernels.decode.nvfp4_gemv_step); FP8/INT4 reduce each tile.
+        F16X2_ASM (set by `gemv` on GPUs) widens fp16 pairs with one inline-PTX cvt block; the
+        interpreter runs the same math in plain Triton (kernels.decode.f16x2_to_f32).
   gemm  tiled tl.dot (BF16/FP16 MMA, fp32 accumulate) for prefill, optional split-K for small M;
         SWAP_AB computes (W @ A^T)^T so the weight fills the MMA M dimension when M is small.
+        With bf16 activations on a GPU, NVFP4 decodes straight to bf16 (W_BF16, set by `gemm`);
+        fp16 activations and the interpreter (bf16 dots run in fp32 there) use the fp16 decode.
 Each program of split index s (grid axis) walks the contiguous K range [s*K_ITERS*BK, (s+1)*K_ITERS*BK);
 the split count is a launch parameter, not a constexpr (one compile serves every split; ATOMIC
 says whether partial sums are added with fp32 atomics).
@@ -34,7 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.decode import FP8, INT4, NVFP4, epilogue_factor, weight_tile
+from kernels.decode import FP8, INT4, NVFP4, epilogue_factor, nvfp4_gemv_step, weight_tile
 
 FORMATS = {"nvfp4": NVFP4, "fp8": FP8, "int4": INT4}
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -47,6 +53,7 @@ def weight_only_gemv_kernel(
     stride_am, stride_wn, stride_sn, stride_cm,
     FORMAT: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ATOMIC: tl.constexpr,
+    F16X2_ASM: tl.constexpr = False,
 ):
     tl.static_assert(BLOCK_K % 32 == 0)
     m = tl.program_id(0)
@@ -54,14 +61,25 @@ def weight_only_gemv_kernel(
     pid_k = tl.program_id(2)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_n = offs_n < N
-    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for it in range(0, K_ITERS):
-        k0 = (pid_k * K_ITERS + it) * BLOCK_K
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        a = tl.load(a_ptr + m * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
-        w = weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
-                        FORMAT, BLOCK_N, BLOCK_K, GROUP)
-        acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
+    if FORMAT == 0:
+        # Per-thread block partials across the whole K range, one reduction after the loop.
+        acc2 = tl.zeros((BLOCK_N, BLOCK_K // 16), dtype=tl.float32)
+        for it in range(0, K_ITERS):
+            k0 = (pid_k * K_ITERS + it) * BLOCK_K
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            a = tl.load(a_ptr + m * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+            acc2 = nvfp4_gemv_step(acc2, wq_ptr, ws_ptr, a, offs_n, mask_n, k0, K, stride_wn, stride_sn,
+                                   BLOCK_N, BLOCK_K, F16X2_ASM)
+        acc = tl.sum(acc2, axis=1) * 256.0            # the E4M3 scales were decoded as e4m3 * 2**-8
+    else:
+        acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        for it in range(0, K_ITERS):
+            k0 = (pid_k * K_ITERS + it) * BLOCK_K
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            a = tl.load(a_ptr + m * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+            w = weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
+                            FORMAT, BLOCK_N, BLOCK_K, GROUP)
+            acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
     acc = acc * epilogue_factor(gs_ptr, ws_ptr, offs_n, mask_n, FORMAT)
     c_ptrs = c_ptr + m * stride_cm + offs_n
     if not ATOMIC:
@@ -78,7 +96,7 @@ def weight_only_gemm_kernel(
     FORMAT: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ATOMIC: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, W_BF16: tl.constexpr = False,
 ):
     tl.static_assert(BLOCK_K % 32 == 0)
     tl.static_assert(BLOCK_M >= 16)
@@ -106,14 +124,14 @@ def weight_only_gemm_kernel(
         a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :],
                     mask=mask_m[:, None] & (offs_k < K)[None, :], other=0.0).to(DOT_DTYPE)
         w = weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
-                        FORMAT, BLOCK_N, BLOCK_K, GROUP).to(DOT_DTYPE)
+                        FORMAT, BLOCK_N, BLOCK_K, GROUP, W_BF16).to(DOT_DTYPE)
         if SWAP_AB:
             acc += tl.dot(w, tl.trans(a), out_dtype=tl.float32)
         else:
             acc += tl.dot(a, tl.trans(w), out_dtype=tl.float32)
     if SWAP_AB:
         acc = tl.trans(acc)
-    acc = acc * epilogue_factor(gs_ptr, ws_ptr, offs_n, mask_n, FORMAT)[None, :]
+    acc = acc * epilogue_factor(gs_ptr, ws_ptr, offs_n, mask_n, FORMAT, W_BF16)[None, :]
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
     if not ATOMIC:
@@ -239,7 +257,8 @@ def gemv(a, w: Weight, cfg: GemvConfig = GemvConfig(), out=None):
         a, wq, ws, gs, c, w.n, w.k, _k_iters(w.k, cfg.block_k, cfg.split_k),
         a.stride(0), wq.stride(0), ws.stride(0) if ws.dim() > 1 else 0, c.stride(0),
         FORMAT=FORMATS[w.fmt], GROUP=w.group, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        ATOMIC=cfg.split_k > 1, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        ATOMIC=cfg.split_k > 1, F16X2_ASM=not INTERPRET,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return c
 
 
@@ -257,7 +276,8 @@ def gemm(a, w: Weight, cfg: GemmConfig = GemmConfig(), out=None):
         a.stride(0), wq.stride(0), ws.stride(0) if ws.dim() > 1 else 0, c.stride(0),
         FORMAT=FORMATS[w.fmt], GROUP=w.group, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         BLOCK_K=cfg.block_k, ATOMIC=cfg.split_k > 1, GROUP_M=cfg.group_m, SWAP_AB=cfg.swap_ab,
-        DOT_DTYPE=dot_dtype(a.dtype), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        DOT_DTYPE=dot_dtype(a.dtype), W_BF16=w.fmt == "nvfp4" and dot_dtype(a.dtype) == tl.bfloat16,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return c
 
 

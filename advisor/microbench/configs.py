@@ -1,10 +1,13 @@
 """Launch candidates per (M, K, N) for the weight-only kernels (pure; the runner times each and
 keeps the fastest, a small autotune).
 
-Rules of thumb from ../shared/research/triton-kernels.md: keep <= 32 dequantized weight
-elements per thread in the GEMV (more spills), get bytes in flight from more programs
-(split-K to ~4-16 programs per SM) rather than bigger tiles; GEMM tiles with BM >= 64 issue
-wgmma on Hopper; BK = 64 at 128x128 tiles (BK = 128 spills).
+Rules of thumb from ../shared/research/triton-kernels.md: get bytes in flight from more
+programs (split-K to ~4-16 programs per SM) rather than bigger tiles; GEMM tiles with BM >= 64
+issue wgmma on Hopper; BK = 64 at 128x128 tiles (BK = 128 spills). GEMV tiles use BK = 128: the
+v3 NVFP4 GEMV keeps per-block fp32 partials, not decoded tiles, so 64-128 weight elements per
+thread compile without spills, and BK = 128 lets each thread hold whole 16-blocks with their
+activations in registers (benchmarks/kernel_sass.py; kernels/NOTES.md, v3). The v1 limit of 32
+elements per thread came from the byte decode.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 GEMV_MAX_M = 8          # one activation row per program: beyond this the weight re-reads dominate
+GEMV_MAX_ELEMS_PER_THREAD = 128   # the largest GEMV tile per thread checked spill-free (kernel_sass.py)
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ def candidates(m: int, k: int, n: int, sm_count: int, group: int = 128) -> tuple
     """Candidates for C[M, N] = A[M, K] @ W[N, K]^T; every BK divides or is divided by `group`."""
     out: list[Candidate] = []
     if m <= GEMV_MAX_M:
-        for bn, bk, warps, per_sm in ((64, 64, 4, 8), (32, 128, 4, 8), (128, 64, 8, 4), (64, 64, 4, 24)):
+        for bn, bk, warps, per_sm in ((64, 128, 4, 8), (32, 128, 4, 8), (128, 128, 4, 4), (64, 128, 4, 24)):
             tiles = _cdiv(n, bn) * m
             sk = split_k_for(tiles, k, bk, sm_count, per_sm)
             out.append(Candidate("gemv", dict(block_n=bn, block_k=bk, split_k=sk, num_warps=warps, num_stages=2)))
@@ -55,6 +59,11 @@ def candidates(m: int, k: int, n: int, sm_count: int, group: int = 128) -> tuple
         for swap in (False, True):
             out.append(Candidate("gemm", dict(block_m=bm, block_n=64, block_k=128, split_k=sk, group_m=8,
                                               swap_ab=swap, num_warps=4, num_stages=3)))
+        if bm == 16:
+            # 2 warps (mma.sync also on Hopper): the fewest SASS per weight element for M <= 16 in
+            # the benchmarks/kernel_sass.py tile sweep (kernels/NOTES.md, v3)
+            out.append(Candidate("gemm", dict(block_m=16, block_n=64, block_k=128, split_k=sk, group_m=8,
+                                              swap_ab=True, num_warps=2, num_stages=3)))
     else:
         for bm, bn, bk, warps, stages, swap in ((128, 128, 64, 8, 3, False), (128, 128, 64, 8, 3, True),
                                                 (64, 128, 64, 8, 3, False)):

@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-import kernel_path_ckpt
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.cli import main
 from advisor.kernel_path.explain import explain
 from advisor.kernel_path.options import InstallOptions
 from advisor.kernel_path.rules import load_rules
 from kernel_path_builders import gpu
-from kernel_path_ckpt import write_safetensors
+from kernel_path_ckpt import CONFIG, write_gpt_oss, write_safetensors
 
 DEMO = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "gpt-oss-20b-mxfp4"
 # A citation starts with path:line[-line][, line[-line]]@version, or for a compiled library with the
@@ -40,42 +39,11 @@ NATIVE_INT8 = {"quant_method": "w8a8_int8", "activation_scheme": "dynamic"}
 
 # ---------------------------------------------------------------- tiny real checkpoints
 
-def _write_gpt_oss(folder: Path) -> Path:
-    """gpt-oss layout (transformers' Mxfp4GptOssExperts names), shrunk; config = the demo's real one, resized."""
-    folder.mkdir(parents=True)
-    h, inter, experts, heads, kv, hd, vocab, layers = 64, 64, 4, 4, 2, 16, 256, 2
-    cfg = json.loads((DEMO / "config.json").read_text())
-    cfg.update({"hidden_size": h, "intermediate_size": inter, "num_local_experts": experts, "num_experts_per_tok": 2,
-                "experts_per_token": 2, "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": hd,
-                "vocab_size": vocab, "num_hidden_layers": layers, "sliding_window": 8,
-                "layer_types": ["sliding_attention", "full_attention"]})
-    t = {"model.embed_tokens.weight": ("BF16", [vocab, h]), "lm_head.weight": ("BF16", [vocab, h]),
-         "model.norm.weight": ("BF16", [h])}
-    for layer in range(layers):
-        p = f"model.layers.{layer}"
-        for name, (n, k) in {"q_proj": (heads * hd, h), "k_proj": (kv * hd, h), "v_proj": (kv * hd, h),
-                             "o_proj": (h, heads * hd)}.items():
-            t[f"{p}.self_attn.{name}.weight"] = ("BF16", [n, k])
-            t[f"{p}.self_attn.{name}.bias"] = ("BF16", [n])
-        t[f"{p}.self_attn.sinks"] = ("BF16", [heads])
-        t[f"{p}.mlp.router.weight"] = ("BF16", [experts, h])
-        t[f"{p}.mlp.router.bias"] = ("BF16", [experts])
-        for proj, (n, k) in {"gate_up_proj": (2 * inter, h), "down_proj": (h, inter)}.items():
-            t[f"{p}.mlp.experts.{proj}_blocks"] = ("U8", [experts, n, k // 32, 16])
-            t[f"{p}.mlp.experts.{proj}_scales"] = ("U8", [experts, n, k // 32])
-            t[f"{p}.mlp.experts.{proj}_bias"] = ("BF16", [experts, n])
-        t[f"{p}.input_layernorm.weight"] = ("BF16", [h])
-        t[f"{p}.post_attention_layernorm.weight"] = ("BF16", [h])
-    write_safetensors(folder / "model.safetensors", t)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
-
-
 def _write_int8_llama(folder: Path, qcfg: dict) -> Path:
     """INT8 weights (I8) + per-channel weight_scale, as llm-compressor and SGLang's w8a8_int8 store them."""
     folder.mkdir(parents=True)
     h, inter, kvd = 64, 128, 32
-    cfg = dict(kernel_path_ckpt.CONFIG, quantization_config=qcfg)
+    cfg = dict(CONFIG, quantization_config=qcfg)
     t = {"model.embed_tokens.weight": ("BF16", [256, h]), "lm_head.weight": ("BF16", [256, h]),
          "model.norm.weight": ("BF16", [h])}
     shapes = {"self_attn.q_proj": (h, h), "self_attn.k_proj": (kvd, h), "self_attn.v_proj": (kvd, h),
@@ -96,16 +64,9 @@ def _write_int8_llama(folder: Path, qcfg: dict) -> Path:
 @pytest.fixture(scope="module")
 def ckpts(tmp_path_factory):
     root = tmp_path_factory.mktemp("extra")
-    saved = dict(kernel_path_ckpt._BYTES)
-    kernel_path_ckpt._BYTES["I8"] = 1          # the shared writer knows U8/F8/F32/BF16; INT8 is one byte too
-    try:
-        out = {"gpt-oss": inspect_checkpoint(str(_write_gpt_oss(root / "gpt-oss"))),
-               "ct-int8": inspect_checkpoint(str(_write_int8_llama(root / "ct-int8", CT_INT8))),
-               "native-int8": inspect_checkpoint(str(_write_int8_llama(root / "native-int8", NATIVE_INT8)))}
-    finally:
-        kernel_path_ckpt._BYTES.clear()
-        kernel_path_ckpt._BYTES.update(saved)
-    return out
+    return {"gpt-oss": inspect_checkpoint(str(write_gpt_oss(root / "gpt-oss"))),
+            "ct-int8": inspect_checkpoint(str(_write_int8_llama(root / "ct-int8", CT_INT8))),
+            "native-int8": inspect_checkpoint(str(_write_int8_llama(root / "native-int8", NATIVE_INT8)))}
 
 
 def _decision(ck, gid, engine, layer_class, options=InstallOptions()):
@@ -351,12 +312,10 @@ def test_sglang_sources_are_all_read_not_inferred():
 # ---------------------------------------------------------------- the gpt-oss-20b demo
 
 @pytest.fixture
-def demo(monkeypatch):
-    """Registers the bundled folder under demo: (advisor/checkpoint/demo.py lists the others)."""
-    from advisor.checkpoint import demo as demo_mod
+def demo():
+    from advisor.checkpoint.demo import list_demos
 
-    monkeypatch.setitem(demo_mod.DEMOS, "gpt-oss-20b-mxfp4",
-                        ("MoE gpt-oss-20b, MXFP4 experts, BF16 attention", "W4A16-MXFP4"))
+    assert "gpt-oss-20b-mxfp4" in list_demos()
     return "demo:gpt-oss-20b-mxfp4"
 
 

@@ -22,7 +22,7 @@ from advisor.kernel_path.select import resolve_mma
 from advisor.yamlio import load_yaml_file
 
 from kernel_path_builders import checkpoint, gpu
-from kernel_path_ckpt import write_safetensors
+from kernel_path_ckpt import write_gpt_oss
 
 VLLM_FILE = engines_dir() / "vllm-0.33.yaml"
 D = InstallOptions()
@@ -235,41 +235,6 @@ def test_triton_attention_on_turing_has_no_tensor_core_mma():
 
 
 # ------------------------------------------------------------------ gpt-oss (mxfp4, experts only)
-
-def write_gpt_oss(folder: Path) -> Path:
-    """A tiny gpt-oss-shaped checkpoint: BF16 attention/router, MXFP4 experts as *_blocks/*_scales."""
-    folder.mkdir(parents=True, exist_ok=True)
-    h, inter, e, heads, kvh, hd, vocab = 64, 64, 4, 4, 2, 16, 256
-    cfg = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": h,
-           "intermediate_size": inter, "num_hidden_layers": 2, "num_attention_heads": heads,
-           "num_key_value_heads": kvh, "head_dim": hd, "vocab_size": vocab, "num_local_experts": e,
-           "num_experts_per_tok": 2, "experts_per_token": 2, "sliding_window": 128,
-           "layer_types": ["sliding_attention", "full_attention"], "max_position_embeddings": 512,
-           "torch_dtype": "bfloat16", "tie_word_embeddings": False,
-           "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
-               "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}}
-    t = {"model.embed_tokens.weight": ("BF16", [vocab, h]), "lm_head.weight": ("BF16", [vocab, h]),
-         "model.norm.weight": ("BF16", [h])}
-    for i in range(2):
-        p = f"model.layers.{i}"
-        for n, out in (("q_proj", heads * hd), ("k_proj", kvh * hd), ("v_proj", kvh * hd)):
-            t[f"{p}.self_attn.{n}.weight"] = ("BF16", [out, h])
-            t[f"{p}.self_attn.{n}.bias"] = ("BF16", [out])
-        t[f"{p}.self_attn.o_proj.weight"] = ("BF16", [h, heads * hd])
-        t[f"{p}.self_attn.o_proj.bias"] = ("BF16", [h])
-        t[f"{p}.self_attn.sinks"] = ("BF16", [heads])
-        t[f"{p}.mlp.router.weight"] = ("BF16", [e, h])
-        t[f"{p}.mlp.router.bias"] = ("BF16", [e])
-        for proj, n_out, k_in in (("gate_up_proj", 2 * inter, h), ("down_proj", h, inter)):
-            t[f"{p}.mlp.experts.{proj}_blocks"] = ("U8", [e, n_out, k_in // 32, 16])   # E2M1, 2 per byte
-            t[f"{p}.mlp.experts.{proj}_scales"] = ("U8", [e, n_out, k_in // 32])      # E8M0 per 32
-            t[f"{p}.mlp.experts.{proj}_bias"] = ("BF16", [e, n_out])
-        t[f"{p}.input_layernorm.weight"] = ("BF16", [h])
-        t[f"{p}.post_attention_layernorm.weight"] = ("BF16", [h])
-    write_safetensors(folder / "model.safetensors", t)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
-
 
 @pytest.fixture(scope="module")
 def gpt_oss(tmp_path_factory):

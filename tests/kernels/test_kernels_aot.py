@@ -41,9 +41,11 @@ for fmt, m, cc in [("nvfp4", 1, 90), ("fp8", 1, 90), ("int4", 1, 86), ("nvfp4", 
     consts = {"FORMAT": W.FORMATS[fmt], "GROUP": group, "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"], "ATOMIC": p["split_k"] > 1}
     if c.path == "gemv":
         sig.update({k: "i32" for k in ints}); fn = W.weight_only_gemv_kernel
+        consts["F16X2_ASM"] = True          # the GPU launch: inline-PTX fp16x2 -> fp32 in the NVFP4 GEMV
     else:
         sig.update({k: "i32" for k in ["M"] + ints}); fn = W.weight_only_gemm_kernel
-        consts.update(BLOCK_M=p["block_m"], GROUP_M=p["group_m"], SWAP_AB=p["swap_ab"], DOT_DTYPE=tl.bfloat16)
+        consts.update(BLOCK_M=p["block_m"], GROUP_M=p["group_m"], SWAP_AB=p["swap_ab"], DOT_DTYPE=tl.bfloat16,
+                      W_BF16=fmt == "nvfp4")          # bf16 activations: NVFP4 decodes straight to bf16
     out["compiled"].append([fmt, m, cc, c.text, compile_(fn, sig, consts, p, cc)])
 print(json.dumps(out))
 """

@@ -23,7 +23,8 @@ SHAPES = [
     ("int4", 128, 2, 24, 256),
     ("int4", 16, 4, 40, 144),
 ]
-GEMV = [GemvConfig(block_n=32, block_k=64, split_k=1), GemvConfig(block_n=16, block_k=32, split_k=3)]
+GEMV = [GemvConfig(block_n=32, block_k=64, split_k=1), GemvConfig(block_n=16, block_k=32, split_k=3),
+        GemvConfig(block_n=16, block_k=128, split_k=2)]          # the benchmark candidates' BK
 GEMM = [GemmConfig(block_m=16, block_n=32, block_k=64, split_k=1),
         GemmConfig(block_m=16, block_n=32, block_k=32, split_k=2, swap_ab=True)]
 
