@@ -32,8 +32,13 @@ def schema_errors(data: dict) -> list[str]:
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema(), format_checker=jsonschema.FormatChecker())
-    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {_short(e.message)}"
-            for e in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))]
+    out = []
+    for e in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        # a oneOf/anyOf failure quotes the whole instance; name the deepest sub-error instead
+        while e.context:
+            e = max(e.context, key=lambda c: len(c.absolute_path))
+        out.append(f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {_short(e.message)}")
+    return out
 
 
 def render(report, fmt: str) -> str:
