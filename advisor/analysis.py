@@ -32,10 +32,37 @@ class Analysis:
     plan: Any = None                   # Plan
     options: Any = None                # InstallOptions used by explain
     errors: dict[str, str] = field(default_factory=dict)   # stage -> one-line error
+    kv_decisions: dict = field(default_factory=dict)       # KV flag value -> explain's attention decision
 
     @property
     def ok(self) -> bool:
+        """Every stage produced its answer (the answer itself may still be "will not run")."""
         return not self.errors
+
+    @property
+    def verdict(self) -> str:
+        """What the answer says about running it, short: "" (nothing stands in the way, as far as
+        the stages got), "will not run" (the engine refuses or crashes) or "does not fit"."""
+        return self._verdict()[0]
+
+    @property
+    def verdict_reason(self) -> str:
+        """The verdict's long form, in the words `launch --dry-run` uses ("" with no verdict)."""
+        return self._verdict()[1]
+
+    def _verdict(self) -> tuple[str, str]:
+        ex = self.explanation
+        rec = getattr(self.plan, "recommendation", None)
+        blocked = getattr(rec, "blocked", "") or ""
+        if ex is not None and not ex.runs:
+            # the plan may replace a default KV dtype that does not run; only then is the path fine
+            kv_only = all(d.runs or d.layer_class == "attention_kv" for d in ex.decisions)
+            if not (kv_only and rec is not None and not blocked):
+                return "will not run", f"explain predicts this will not run: {ex.summary}"
+        if blocked:
+            refused = ex is not None and blocked.startswith(f"{ex.engine} cannot run")
+            return ("will not run" if refused else "does not fit"), f"the plan has no launch line: {blocked}"
+        return "", ""
 
 
 def kv_decisions(checkpoint, gpu, gpus, engine, version, names, options=None):
@@ -65,6 +92,17 @@ def explain_and_plan(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ve
                      workload: Any = "interactive", workloads_file: str | None = None, overrides: Any = None,
                      calibration: Any = None, options: Any = None):
     """Explain the kernel path, then cost it and tune the settings. Returns (explanation, plan)."""
+    explanation, plan, _ = explain_plan_kv(checkpoint, gpu, gpus=gpus, engine=engine, version=version,
+                                           workload=workload, workloads_file=workloads_file, overrides=overrides,
+                                           calibration=calibration, options=options)
+    return explanation, plan
+
+
+def explain_plan_kv(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", version: str | None = None,
+                    workload: Any = "interactive", workloads_file: str | None = None, overrides: Any = None,
+                    calibration: Any = None, options: Any = None):
+    """explain_and_plan, plus the attention decision for each KV dtype the tuner weighed:
+    (explanation, plan, {KV flag value: LayerDecision})."""
     from advisor.cost.engine_profile import load_engine_memory
     from advisor.cost.plan import make_plan
     from advisor.cost.workload import get_workload
@@ -91,7 +129,7 @@ def explain_and_plan(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ve
 
     plan = make_plan(checkpoint, explanation, gpu, gpus=gpus, workload=workload, overrides=overrides,
                      calibration=calibration, kv_decisions=kvd, engine_memory=eng, explain_at_tp=explain_at_tp)
-    return explanation, plan
+    return explanation, plan, kvd
 
 
 def analyze(sel: Selection, *, options: Any = None, overrides: Any = None, gpu: Any = None,
@@ -116,7 +154,7 @@ def analyze(sel: Selection, *, options: Any = None, overrides: Any = None, gpu: 
 
         calibration = load_calibration(gpu.id)
     try:
-        explanation, plan = explain_and_plan(
+        explanation, plan, kvd = explain_plan_kv(
             checkpoint, gpu, gpus=sel.gpus, engine=sel.engine, version=sel.engine_version,
             workload=sel.workload, overrides=overrides, calibration=calibration, options=options)
     except AdvisorError as err:
@@ -130,4 +168,5 @@ def analyze(sel: Selection, *, options: Any = None, overrides: Any = None, gpu: 
                             errors={"plan": str(err)})
         except AdvisorError as err2:
             return Analysis(sel, gpu=gpu, checkpoint=checkpoint, options=options, errors={"explain": str(err2)})
-    return Analysis(sel, gpu=gpu, checkpoint=checkpoint, explanation=explanation, plan=plan, options=options)
+    return Analysis(sel, gpu=gpu, checkpoint=checkpoint, explanation=explanation, plan=plan, options=options,
+                    kv_decisions=kvd)

@@ -180,17 +180,12 @@ def _default(args) -> int:
 
     from advisor import views
     from advisor.analysis import Selection, analyze
-    from advisor.doc import Doc, Paragraph
 
     console = Console()
     probe = views.default_probe()
     gpu = views.probed_gpu_id(probe) or views.DEFAULT_GPU
-    render(views.hardware_doc(probe, gpu, 1), console)
     demo = f"demo:{views.demo_names()[0]}"
-    a = analyze(Selection(demo, gpu))
-    render(views.summary_doc(a) + Doc((Paragraph(
-        "Not a terminal, so no TUI. Try: nvfp4-advisor explain|plan CHECKPOINT --gpu ID, or run "
-        "nvfp4-advisor in a terminal.", "dim"),)), console)
+    render(views.plain_doc(probe, analyze(Selection(demo, gpu))), console)
     return 0
 
 

@@ -85,6 +85,20 @@ def speculative_args(engine: str, method: str, draft_tokens: int, draft_model: s
     return []
 
 
+# The longest context one request may have: vLLM refuses to start when one request at this length (default:
+# the model's max_position_embeddings) needs more KV cache than the pool holds
+# (vllm/v1/core/kv_cache_utils.py, _check_enough_kv_cache_memory@0.33.0); SGLang (--context-length,
+# srt/arg_groups/fields/model.py L110@0.5.23) and FastLLM (--max_context_length, ftllm/util.py L551@1.9.0)
+# cap requests at it.
+CONTEXT_FLAG = {"vllm": "--max-model-len", "sglang": "--context-length", "fastllm": "--max_context_length"}
+
+
+def context_args(engine: str, tokens: int | None) -> list[str]:
+    """argv that caps one request's context at ``tokens`` ([] for None or an engine without the flag)."""
+    flag = CONTEXT_FLAG.get(engine)
+    return [flag, str(int(tokens))] if flag and tokens else []
+
+
 def _version(text: str | None) -> tuple[int, ...] | None:
     parts = []
     for p in (text or "").split("."):

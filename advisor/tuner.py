@@ -7,7 +7,8 @@ Rules (in this order, each recorded as a trade-off row):
              those within 3 % of the best objective: the checkpoint's own calibrated KV dtype if it
              declares one (what it was validated with, and what 'auto' runs), else the most KV bits
              (quantized KV costs accuracy). 16-bit KV is FP16 on GPUs without BF16.
-  share      the engine default; raised (<= 0.95) only when the context would not fit otherwise
+  share      the engine default; raised (<= 0.95) only when the context would not fit otherwise and
+             does at the raised share (SGLang too: its activations must still fit outside the share)
   chunked    the smallest chunk whose prefill time is within 5 % of the fastest (a chunk stalls the
              other streams' decode while it runs and its activations come out of the KV pool)
   max batch  latency/context: the workload's concurrency; throughput: the smallest batch (at most the
@@ -16,6 +17,8 @@ Rules (in this order, each recorded as a trade-off row):
              layers, their per-request recurrent state (rechecked after draft tokens add state slots)
   draft k    the k with the best speedup at the chosen batch (0 when none gains 5 %); for GDN/Mamba
              models only among the k whose extra state slots keep the workload's context fitting
+  context    capped (max_model_len) only when one request at the model's maximum context does not fit:
+             at the workload's context if it fits, else at the largest that does
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ CHUNK_TOLERANCE = 0.05
 BATCH_TOLERANCE = 0.03
 SHARE_MAX = 0.95
 CHUNKS = (2048, 4096, 8192, 16384)
+CONTEXT_STEP = 1024
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,8 @@ def _fits(ctx: PlanContext, s: Settings, w: Workload) -> bool:
     """Latency/context workloads need context x concurrency; throughput needs one full context
     (the batch then grows as far as the pool allows)."""
     streams = 1 if w.objective == "throughput" else w.concurrency
-    return ctx.budget(s).pool_bytes.value > 0 and ctx.max_context(s, streams) >= w.context_tokens
+    b = ctx.budget(s)     # SGLang: ``fits`` also needs the activations to fit outside the share
+    return b.fits and b.pool_bytes.value > 0 and ctx.max_context(s, streams) >= w.context_tokens
 
 
 def _objective(ctx: PlanContext, s: Settings, w: Workload) -> float:
@@ -91,6 +96,20 @@ def _base(ctx: PlanContext, w: Workload, tp: int, kv=None) -> Settings:
     share = o.memory_share or ctx.default_share(chunked, max_batch, tp, graphs).value
     kv = kv or _fixed_kv(ctx) or ctx.default_kv
     return Settings(kv, max_batch, share, chunked, tp, o.draft_tokens or 0, graphs)
+
+
+def _sized(ctx: PlanContext, w: Workload, tp: int, kv=None) -> tuple[Settings, bool]:
+    """_base, with the share raised to SHARE_MAX when the workload's context does not fit at the engine
+    default and does at the raised share (vLLM's fixed default and SGLang's computed one alike); and
+    whether it fits."""
+    s = _base(ctx, w, tp, kv)
+    if _fits(ctx, s, w):
+        return s, True
+    if not ctx.overrides.memory_share and s.memory_share < SHARE_MAX:
+        raised = replace(s, memory_share=SHARE_MAX)
+        if _fits(ctx, raised, w):
+            return raised, True
+    return s, False
 
 
 def _fixed_kv(ctx: PlanContext):
@@ -114,15 +133,15 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     gpu_tps = [n for n in tps if not on_cpu[n]]
     best_tp, best_val = None, 0.0
     tp_rows = []
+    sized = {tp: _sized(ctx, w, tp) for tp in tps}
     for tp in tps:
-        s = _base(ctx, w, tp)
-        fits = _fits(ctx, s, w)
+        s, fits = sized[tp]
         val = _objective(ctx, s, w) if ctx.budget(s).pool_bytes.value > 0 else 0.0
         tp_rows.append((tp, fits, val, ctx.max_context(s, w.concurrency)))
         if on_cpu[tp] and gpu_tps:
             notes.append(f"TP {tp} not chosen: {feasibility.cpu_reason(on_cpu[tp], tp)}")
             continue
-        if val > 0 and (best_tp is None or (fits and not _fits(ctx, _base(ctx, w, best_tp), w))
+        if val > 0 and (best_tp is None or (fits and not sized[best_tp][1])
                         or val > best_val * TP_GAIN):
             best_tp, best_val = tp, val
     if best_tp is None:
@@ -147,13 +166,7 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
                       or (dt.kind in ("bf16", "fp16") and dt.name != "auto")] or list(ctx.allowed_kv)
     rows = []
     for kv in candidates:
-        s = _base(ctx, w, tp, kv)
-        fits = _fits(ctx, s, w)
-        share = s.memory_share
-        if not fits and not o.memory_share and share < SHARE_MAX and ctx.engine.share_default is not None:
-            raised = replace(s, memory_share=SHARE_MAX)
-            if _fits(ctx, raised, w):
-                s, fits = raised, True
+        s, fits = _sized(ctx, w, tp, kv)
         val = _objective(ctx, s, w) if ctx.budget(s).pool_bytes.value > 0 else 0.0
         rows.append((kv, s, fits, val, ctx.max_context(s, w.concurrency), ctx.pool_tokens(s)))
     fitting = [r for r in rows if r[2]] or []
@@ -183,6 +196,9 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     for name, why in ctx.rejected_kv.items():
         options.append(Option("kv_cache_dtype", name, {}, False, f"rejected by explain: {why}"))
     s = chosen[1]
+    # the share was raised for the context: later steps keep it (SGLang's default would drop it again)
+    raised = not o.memory_share and s.memory_share != _base(ctx, w, tp, s.kv).memory_share
+    follow_default = not o.memory_share and not raised and ctx.engine.share_default is None
 
     # ---- chunked prefill
     if o.chunked_prefill:
@@ -192,7 +208,7 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     crow = []
     for c in chunks:
         sc = replace(s, chunked_prefill=c)
-        if not o.memory_share and ctx.engine.share_default is None:
+        if follow_default:
             sc = replace(sc, memory_share=ctx.default_share(c, sc.max_batch, tp, sc.cuda_graphs).value)
         pf = ctx.prefill(sc, w.prompt_tokens)
         crow.append((c, sc, pf.seconds, _fits(ctx, sc, w) or not chosen[2]))
@@ -202,7 +218,8 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     for c, sc, secs, fits in crow:
         options.append(Option("chunked_prefill", str(c), {"prefill_seconds": round(secs, 4),
                                                           "kv_pool_tokens": ctx.pool_tokens(sc)},
-                              c == pick[0], "" if fits else "KV pool too small for the workload"))
+                              c == pick[0], "" if fits else "activations do not fit outside the share"
+                              if not ctx.budget(sc).fits else "KV pool too small for the workload"))
     s = pick[1]
 
     # ---- max batch
@@ -235,7 +252,7 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
         options.append(Option("max_batch", str(batch), {"max_concurrency_at_context": max_conc}, True,
                               "the workload's concurrency (capped by the KV pool)"))
     s = replace(s, max_batch=batch)
-    if not o.memory_share and ctx.engine.share_default is None:
+    if follow_default:
         s = replace(s, memory_share=ctx.default_share(s.chunked_prefill, batch, tp, s.cuda_graphs).value)
     if not o.max_batch:
         # the batch itself reserves memory (sampler logits, graphs): keep it within what then fits
@@ -253,7 +270,8 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
         if s.memory_share != default_share:
             options.append(Option("memory_share", f"{s.memory_share:g}",
                                   {"max_context_per_request": ctx.max_context(s, w.concurrency)}, True,
-                                  "raised: the workload's context does not fit at the default"))
+                                  "raised: the workload's context does not fit at the default"
+                                  + _raised_share_note(ctx, s, default_share)))
 
     # ---- draft tokens
     if o.draft_tokens is not None:
@@ -282,7 +300,85 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
             notes.append(f"max batch lowered from {s.max_batch} to {capped}: with {s.draft_tokens} draft tokens "
                          "each request holds more linear-attention states")
             s = replace(s, max_batch=capped)
+
+    options = _restate(ctx, s, w, options, {kv.name: kv for kv in candidates})
+
+    # ---- context cap (after everything that changes the pool)
+    mml, one, why = max_model_len(ctx, s, w)
+    if mml:
+        options.append(Option("max_model_len", str(mml), {"max_context_one_request": one,
+                                                          "model_max": ctx.checkpoint.arch.max_position_embeddings
+                                                          or 0}, True, why))
     return Tuning(s, tuple(options), tuple(notes))
+
+
+def max_model_len(ctx: PlanContext, s: Settings, w: Workload) -> tuple[int | None, int, str]:
+    """The context cap to pass the engine (vLLM --max-model-len, SGLang --context-length, FastLLM
+    --max_context_length), the largest context one request can hold, and why.
+
+    None when the model's maximum context fits one request: the engine default (max_position_embeddings)
+    then starts. Otherwise vLLM refuses to start (one request at max_model_len must fit the KV pool,
+    vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory@0.33.0): the cap is the workload's context
+    when it fits, else the largest context that fits rounded down to whole 1,024 (256) tokens."""
+    if ctx.budget(s).pool_bytes.value <= 0:
+        return None, 0, ""
+    one = ctx.max_context(s, 1)
+    limit = int(ctx.checkpoint.arch.max_position_embeddings or 0)
+    if one <= 0 or (limit and one >= limit):
+        return None, one, ""
+    model = f"the model's {limit:,}-token maximum context" if limit else "the model's maximum context (unknown)"
+    why = f"{model} does not fit: one request holds at most {one:,} tokens"
+    if w.context_tokens <= one:
+        return w.context_tokens, one, why + "; capped at the workload's context"
+    step = CONTEXT_STEP if one >= 4 * CONTEXT_STEP else CONTEXT_STEP // 4 if one >= CONTEXT_STEP // 2 else 1
+    n = one // step * step
+    return n, one, why + f"; capped there (requests longer than {n:,} tokens are refused)"
+
+
+def _restate(ctx: PlanContext, s: Settings, w: Workload, options: list[Option], kvs: dict) -> list[Option]:
+    """The KV dtype, chunk and share rows' pool figures at the final settings (share, chunk, batch, draft
+    tokens; each row changes only its own knob), so the chosen rows read as the Predictions do. The choice
+    itself was made earlier, before draft tokens took their state slots."""
+    streams = max(1, min(w.concurrency, s.max_batch))
+    at = {"kv_cache_dtype": f"figures at share {s.memory_share:g}, chunk {s.chunked_prefill}, max batch "
+                            f"{s.max_batch}, {s.draft_tokens} draft tokens (as recommended)",
+          "chunked_prefill": "pool with the other settings as recommended",
+          "memory_share": "context with the other settings as recommended"}
+    follow = not ctx.overrides.memory_share and ctx.engine.share_default is None and \
+        s.memory_share == ctx.default_share(s.chunked_prefill, s.max_batch, s.tp, s.cuda_graphs).value
+    out = []
+    for opt in options:
+        m = dict(opt.metrics)
+        if opt.knob == "kv_cache_dtype" and opt.value in kvs and m:
+            sk = replace(s, kv=kvs[opt.value])
+            val = _objective(ctx, sk, w) if ctx.budget(sk).pool_bytes.value > 0 else 0.0
+            m.update(kv_pool_tokens=ctx.pool_tokens(s, sk.kv), max_context_per_request=ctx.max_context(sk, streams),
+                     objective_tok_s=round(val, 2), fits_workload=_fits(ctx, sk, w))
+        elif opt.knob == "chunked_prefill":
+            sc = replace(s, chunked_prefill=int(opt.value))
+            if follow:
+                sc = replace(sc, memory_share=ctx.default_share(sc.chunked_prefill, s.max_batch, s.tp,
+                                                                s.cuda_graphs).value)
+            m.update(kv_pool_tokens=ctx.pool_tokens(sc))
+        elif opt.knob == "memory_share":
+            m.update(max_context_per_request=ctx.max_context(replace(s, memory_share=float(opt.value)), streams))
+        else:
+            out.append(opt)
+            continue
+        note = f"{opt.note}; {at[opt.knob]}" if opt.note else at[opt.knob]
+        out.append(replace(opt, metrics=m, note=note))
+    return out
+
+
+def _raised_share_note(ctx: PlanContext, s: Settings, default_share: float) -> str:
+    """SGLang keeps activations and CUDA graphs outside --mem-fraction-static: say how much of its own
+    reserve a raised share leaves (the activation peak is checked to fit; graphs get what remains)."""
+    if ctx.engine.share_covers != "weights_kv":
+        return ""
+    left = ctx.vram_bytes * (1 - s.memory_share) / 2**30
+    own = ctx.vram_bytes * (1 - default_share) / 2**30
+    return (f"; leaves {left:.1f} GiB outside the share where {ctx.engine.engine}'s default keeps {own:.1f} GiB "
+            "for activations and CUDA graphs: if graph capture runs out of memory, lower --cuda-graph-max-bs-decode")
 
 
 def _state_crowded_k(ctx: PlanContext, s: Settings, w: Workload, ks: list[int]) -> set[int]:

@@ -73,8 +73,9 @@ def _error(stage: str, message: str) -> Doc:
     return Doc((Heading(f"{stage} failed"), Paragraph(message, "bad")))
 
 
-def hardware_doc(probe_result: Any, gpu_id: str | None, gpus: int) -> Doc:
-    """The probe (or the no-GPU statement) plus the planning set in plain capability words."""
+def hardware_doc(probe_result: Any, gpu_id: str | None, gpus: int, *, plain: bool = False) -> Doc:
+    """The probe (or the no-GPU statement) plus the planning set in plain capability words.
+    ``plain``: worded for printed output (no card picker above it)."""
     from advisor.errors import AdvisorError
     from advisor.probe import resolve_gpus
     from advisor.probe.report import probe_doc
@@ -87,8 +88,9 @@ def hardware_doc(probe_result: Any, gpu_id: str | None, gpus: int) -> Doc:
         return probe_doc(probe_result) + Doc((Paragraph(str(err), "bad"),))
     doc = probe_doc(probe_result, selection)
     if probe_result.status != "ok":
+        other = "Pass --gpu ID to explain/plan for another card" if plain else "Pick another card above"
         doc = Doc((Paragraph(f"No GPU here — planning for {gpus} × {selection.spec.name}. "
-                             "Pick another card above (what-if).", "accent"),)) + doc
+                             f"{other} (what-if).", "accent"),)) + doc
     return doc
 
 
@@ -112,7 +114,27 @@ def explain_doc(a: Any) -> Doc:
         return Doc((Paragraph("Load a checkpoint first.", "dim"),))
     if a.explanation is None:
         return _error("explain", a.errors.get("explain", "no explanation"))
-    return explanation_doc(a.explanation, a.gpu, a.checkpoint, a.options or InstallOptions())
+    doc = explanation_doc(a.explanation, a.gpu, a.checkpoint, a.options or InstallOptions())
+    note = plan_kv_note(a)
+    return Doc((Paragraph(note, "warn"),)) + doc if note else doc
+
+
+def plan_kv_note(a: Any) -> str:
+    """When the plan (Cost, Launch) stores the KV cache in another dtype than the explained default:
+    what attention runs on with the plan's choice ('' when they agree or nothing is known)."""
+    if a is None or a.explanation is None or a.plan is None:
+        return ""
+    name = a.plan.recommendation.kv_cache_dtype
+    explained = next((d for d in a.explanation.decisions if d.layer_class == "attention_kv"), None)
+    d = (getattr(a, "kv_decisions", None) or {}).get(name)
+    if explained is None or d is None or d.kv_cache_dtype == explained.kv_cache_dtype:
+        return ""
+    if not d.runs:
+        return (f"With the plan's KV cache dtype {name} (Cost and Launch use it), attention does not run: "
+                f"{d.error or '; '.join(d.reasons) or 'no kernel'}.")
+    return (f"With the plan's KV cache dtype {name} (Cost and Launch use it), attention runs on {d.kernel} "
+            f"with the KV cache stored as {d.kv_cache_dtype}; below is the engine default "
+            f"({explained.kv_cache_dtype}).")
 
 
 def cost_doc(a: Any) -> Doc:
@@ -122,10 +144,19 @@ def cost_doc(a: Any) -> Doc:
 
     if a is None or a.checkpoint is None:
         return Doc((Paragraph("Load a checkpoint first.", "dim"),))
+    first = verdict_doc(a)
     if a.plan is None:
-        return _error("plan", a.errors.get("plan") or a.errors.get("explain", "no plan"))
+        return first + _error("plan", a.errors.get("plan") or a.errors.get("explain", "no plan"))
     charts = plan_charts(a.checkpoint, a.explanation, a.gpu, a.plan)
-    return to_doc(a.plan) + Doc(tuple(charts))
+    return first + to_doc(a.plan) + Doc(tuple(charts))
+
+
+def verdict_doc(a: Any) -> Doc:
+    """The verdict ("will not run", "does not fit") as the first thing to read; empty when none."""
+    verdict = getattr(a, "verdict", "") if a is not None else ""
+    if not verdict:
+        return Doc(())
+    return Doc((Heading(f"Verdict: {verdict}"), Paragraph(a.verdict_reason, "bad")))
 
 
 def summary_doc(a: Any) -> Doc:
@@ -139,6 +170,21 @@ def summary_doc(a: Any) -> Doc:
         if p.get("decode_tok_s") is not None:
             pairs.append(("decode", f"{p['decode_tok_s']:.1f} tok/s (1 stream)"))
     blocks = [KeyValues(tuple(pairs)), Paragraph(a.explanation.summary)]
+    warnings = {w.text: w.meaning for d in a.explanation.decisions for w in d.warnings}
+    if warnings:      # the summary promises them "below"
+        blocks.append(Bullets(tuple(f"{text} — {meaning}" for text, meaning in warnings.items()),
+                              title="Engine warnings and what they mean", style="warn"))
+    if getattr(a, "verdict", ""):
+        blocks.append(Paragraph(a.verdict_reason, "bad"))
     if a.errors:
         blocks.append(Bullets(tuple(f"{k}: {v}" for k, v in a.errors.items()), style="bad"))
     return Doc(tuple(blocks))
+
+
+def plain_doc(probe_result: Any, a: Any) -> Doc:
+    """The answer printed when the TUI cannot start (output is not a terminal): the hardware, the
+    summary with its warnings, and the commands to go further."""
+    gpu_id = a.selection.gpu_id if a is not None else None
+    return hardware_doc(probe_result, gpu_id, 1, plain=True) + summary_doc(a) + Doc((Paragraph(
+        "Not a terminal, so no TUI. Try: nvfp4-advisor explain|plan CHECKPOINT --gpu ID, or run "
+        "nvfp4-advisor in a terminal.", "dim"),))

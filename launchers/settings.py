@@ -88,8 +88,8 @@ def _get(obj, name, default=None):
 
 def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSettings:
     """ServeSettings from an ``advisor.cost.plan.Plan`` (or its ``to_json()`` dict): the recommendation's
-    KV dtype (engine spelling), max batch, memory share, chunked prefill, TP, CUDA graphs and
-    speculative method / draft tokens. ``overrides`` win (model path, port, draft model, ...)."""
+    KV dtype (engine spelling), max batch, context cap (max model len), memory share, chunked prefill,
+    TP, CUDA graphs and speculative method / draft tokens. ``overrides`` win (model path, port, draft model, ...)."""
     rec = _get(plan, "recommendation", plan)
     draft = _get(rec, "draft_tokens") or 0
     method = _get(rec, "speculative_method")
@@ -103,6 +103,7 @@ def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSe
         engine=engine, model=model,
         kv_cache_dtype=_get(rec, "kv_cache_dtype") or "auto",
         max_batch=_get(rec, "max_batch"),
+        max_model_len=_get(rec, "max_model_len"),
         memory_share=_get(rec, "memory_share"),
         chunked_prefill=None if chunked is None or chunked < 0 else int(chunked),
         tp=_get(rec, "tp") or 1,

@@ -9,7 +9,7 @@ from advisor.checkpoint.model import CheckpointInfo
 from advisor.cost import efficiency, interconnect, memory, speculative, weights
 from advisor.cost.derived import Assumption, Derived
 from advisor.cost.engine_profile import GIB, EngineMemory
-from advisor.cost.kv import KvDtype
+from advisor.cost.kv import KvDtype, KvLayout
 from advisor.cost.overrides import Overrides
 from advisor.cost.recurrent_state import RecurrentState
 from advisor.cost.roofline import CostModel, PrefillCost, StepCost
@@ -83,6 +83,13 @@ class PlanContext:
                                                     archs[0] if archs else "")
         return self._cache[key]
 
+    def kv_layout(self, s: Settings) -> KvLayout:
+        """The KV layers of this setting: the target's, plus the MTP draft layers when MTP drafts (the
+        engine keeps their KV in the same pool, ``engine.draft_kv_source``)."""
+        m = self.spec_method
+        draft = self.checkpoint.arch.mtp_layers if m is not None and m.draft == "mtp_head" and s.draft_tokens else 0
+        return self.model.kv_layout(s.tp, draft)
+
     def kv_pool_bytes(self, s: Settings, batch: int, kv: KvDtype | None = None) -> float:
         """What the KV cache can use once ``batch`` requests hold their recurrent state (per GPU)."""
         pool = max(self.budget(s).pool_bytes.value, 0.0)
@@ -96,7 +103,7 @@ class PlanContext:
     def pool_tokens(self, s: Settings, kv: KvDtype | None = None) -> int:
         kv = kv or s.kv
         pool = self.kv_pool_bytes(s, s.max_batch, kv)
-        per = self.model.kv_layout(s.tp).bytes_per_token(kv)
+        per = self.kv_layout(s).bytes_per_token(kv)
         return int(max(pool, 0.0) // per) if per > 0 else 0
 
     def max_context(self, s: Settings, batch: int) -> int:
@@ -104,7 +111,7 @@ class PlanContext:
         if st is not None and st.pool == "split" and batch > self.state_request_cap(s):
             return 0                                    # the state pool cannot run that many requests
         pool = self.kv_pool_bytes(s, batch)
-        c = self.model.kv_layout(s.tp).max_context(s.kv, pool, batch)
+        c = self.kv_layout(s).max_context(s.kv, pool, batch)
         if not math.isfinite(c):
             return int(self.checkpoint.arch.max_position_embeddings or 0)
         if st is not None and st.kv_block_tokens > 1:
@@ -112,7 +119,7 @@ class PlanContext:
         return int(c)
 
     def max_concurrency(self, s: Settings, context: int) -> int:
-        kvl = self.model.kv_layout(s.tp)
+        kvl = self.kv_layout(s)
         st = self.recurrent(s)
         if st is None:
             return kvl.max_concurrency(s.kv, max(self.budget(s).pool_bytes.value, 0.0), context)
@@ -333,7 +340,7 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     for d in explanation.decisions:
         if not d.runs and d.layer_class != "attention_kv":   # KV: the tuner picks a dtype that runs
             warnings.append(f"{d.layer_class}: the engine cannot run this ({d.error or 'no kernel'}); "
-                            "costs assume the path would run")
+                            "speeds are N/A and no launch line is recommended")
     # VRAM
     if overrides.vram_gb is not None:
         if overrides.vram_gb <= 0:
@@ -376,9 +383,20 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
         Assumption("compute_efficiency", efficiency.COMPUTE_EFF[0], "fraction", efficiency.COMPUTE_EFF[1],
                    calibrated=False),
     ])
-    model = CostModel(wm, checkpoint.arch, eff, attn_mma, clock, o, engine.allreduce_per_layer, link, bw,
-                      engine.recurrent, "bfloat16" if bf16 else "float16")
     arch = checkpoint.arch
+    swa = engine.swa_full_tokens_ratio if arch.sliding_window and arch.sliding_window_layers else None
+    if swa is not None:
+        assumptions.append(Assumption("swa_full_tokens_ratio", swa, "window/full tokens", engine.swa_source))
+    model = CostModel(wm, checkpoint.arch, eff, attn_mma, clock, o, engine.allreduce_per_layer, link, bw,
+                      engine.recurrent, "bfloat16" if bf16 else "float16", swa)
+    if any(p.kind == "expert" for p in wm.parts):
+        cal_moe = calibration is not None and calibration.gpu_id == gpu.id and \
+            "moe_grouped" in calibration.kernel_bandwidth_eff
+        assumptions.append(Assumption("bandwidth_eff.moe_grouped", eff.bandwidth_eff["moe_grouped"], "fraction",
+                                      f"microbench {calibration.measured_at}" if cal_moe
+                                      else efficiency.MOE_BANDWIDTH_EFF[1], calibrated=cal_moe))
+        assumptions.append(Assumption("moe_extra_kernels_per_layer", o.get("moe_extra_kernels_per_layer", 0),
+                                      "kernels", o.get("moe_kernels_source", "")))
     if arch.linear_attention_layers and arch.linear_state is None:
         warnings.append(f"{arch.linear_attention_layers} linear-attention layers keep a per-request state, but "
                         "config.json lacks its shape: memory and decode figures leave it out")

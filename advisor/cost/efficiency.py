@@ -8,6 +8,7 @@ from ``microbench`` replaces them for that GPU.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from advisor.cost.derived import Assumption
@@ -37,6 +38,12 @@ BANDWIDTH_EFF = {
     "a4_native": (0.90, "estimate: native FP4 GEMM at M=1 plus activation quantize; calibrate"),
     "kv": (0.85, "estimate: attention kernels reading paged KV; calibrate"),
 }
+
+# MoE experts at small M: a grouped GEMM streams top_k small expert matrices per layer through
+# gathered token rows (few CTAs per expert, routing indirection), not one long dense weight.
+MOE_BANDWIDTH_EFF = (0.6, "estimate: grouped MoE GEMM (fused_moe / Marlin MoE) at decode streams top_k small "
+                     "expert matrices per layer through gathered rows, below dense Marlin's 91-94 % "
+                     "(field-notes §3); calibrate with microbench")
 
 # Fraction of the table's dense tensor peak a large GEMM reaches.
 COMPUTE_EFF = (0.99, "estimate (upper end): raw mma.sync was measured at 99 % of the per-SM tensor peak "
@@ -86,6 +93,12 @@ MMA_PEAK = {
 # Rows an MMA instruction computes at once: a decode batch below it is padded.
 MMA_M_ROWS = {"wgmma": 64, "tcgen05": 128}
 MMA_M_ROWS_DEFAULT = 16   # mma.sync m16n8k16
+# Small-M GEMMs swap A and B: the weight fills the MMA's M side and the few tokens sit on its N side,
+# padded only to the N step (wgmma N = 8..256 step 8; tcgen05 at M=128: N = 16..256 step 16).
+SWAP_AB = (64, {"wgmma": 8, "tcgen05": 16},
+           "vllm/model_executor/layers/fused_moe/experts/cutlass_moe.py:212-213@0.33.0 ('swap_ab ... M <= 64 "
+           "reduces padding'); kernels/linear/scaled_mm/flashinfer.py:150-160@0.33.0 (FlashInfer swapAB for M < 32); "
+           "N steps: PTX ISA wgmma / tcgen05.mma shape tables")
 
 
 def mma_rows(mma: str) -> int:
@@ -93,6 +106,17 @@ def mma_rows(mma: str) -> int:
         if mma.startswith(prefix):
             return rows
     return MMA_M_ROWS_DEFAULT
+
+
+def padded_rows(mma: str, rows: float) -> float:
+    """Rows of A the MMA really computes for ``rows`` tokens: up to SWAP_AB's M the tokens sit on the
+    N side (padded to its step), above it on the M side (padded to the instruction's M)."""
+    limit, steps, _ = SWAP_AB
+    for prefix, step in steps.items():
+        if mma.startswith(prefix) and rows <= limit:
+            return math.ceil(rows / step) * step
+    m = mma_rows(mma)
+    return math.ceil(rows / m) * m
 
 
 @dataclass(frozen=True)
@@ -182,6 +206,10 @@ def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = (),
         else:
             bw[cls] = v
             out.append(Assumption(f"bandwidth_eff.{cls}", v, "fraction", src))
+    if cal is not None and "moe_grouped" in cal.kernel_bandwidth_eff:
+        bw["moe_grouped"] = cal.kernel_bandwidth_eff["moe_grouped"]
+    else:
+        bw["moe_grouped"] = MOE_BANDWIDTH_EFF[0]
     mma: dict[str, float] = {}
     for m in dict.fromkeys(mma_classes):
         if cal is not None and m in cal.mma_tflops:
@@ -220,4 +248,6 @@ def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = (),
             out.append(Assumption(f"dequant_instr_per_element.{cls}", v, "thread instr", src))
         out.append(Assumption("dequant_m_tile", DEQUANT_M_TILE[0], "rows", DEQUANT_M_TILE[1]))
     out.append(Assumption("dequant_overlap", DEQUANT_OVERLAP[0], "fraction", DEQUANT_OVERLAP[1]))
+    if any(m.startswith(tuple(SWAP_AB[1])) for m in mma_classes):
+        out.append(Assumption("swap_ab_max_m", SWAP_AB[0], "rows", SWAP_AB[2]))
     return Efficiencies(dram, bw, mma, deq, issue, tuple(out), upper)

@@ -46,6 +46,9 @@ class EngineMemory:
     allreduce_source: str
     spec_methods: tuple[str, ...] = ()
     spec_source: str = ""
+    draft_kv_source: str = ""            # where the MTP draft layers' KV lives (the same pool)
+    swa_full_tokens_ratio: float | None = None   # split full/window pool (SGLang); None: window-capped
+    swa_source: str = ""
     recurrent: dict[str, Any] = field(default_factory=dict)   # recurrent_state: GDN/Mamba state rules
 
     def kv_dtype(self, name: str) -> KvDtype | None:
@@ -123,8 +126,24 @@ def _engine(name: str, e: dict, path: Path) -> EngineMemory:
         allreduce_source=str(e.get("tp_source", "")),
         spec_methods=tuple(str(m) for m in e.get("speculative", {}).get("methods", ())),
         spec_source=str(e.get("speculative", {}).get("source", "")),
+        draft_kv_source=str(e.get("speculative", {}).get("draft_kv_source", "")),
+        swa_full_tokens_ratio=_swa_ratio(name, e.get("sliding_window_pool"), path),
+        swa_source=str((e.get("sliding_window_pool") or {}).get("source", "")),
         recurrent=_recurrent(name, e.get("recurrent_state"), path),
     )
+
+
+def _swa_ratio(name: str, w: Any, path: Path) -> float | None:
+    if w is None:
+        return None
+    where = f"{name}.sliding_window_pool"
+    try:
+        r = float(_need(w, "swa_full_tokens_ratio", path, where))
+    except (TypeError, ValueError):
+        raise BadInput(f"{where}.swa_full_tokens_ratio must be a number", path=str(path)) from None
+    if not 0 < r <= 1:
+        raise BadInput(f"{where}.swa_full_tokens_ratio must lie in (0, 1] (got {r:g})", path=str(path))
+    return r
 
 
 def _recurrent(name: str, r: Any, path: Path) -> dict[str, Any]:

@@ -50,6 +50,21 @@ def cpu_layers(explanation: Explanation) -> tuple[str, ...]:
     return tuple(dict.fromkeys(d.layer_class for d in explanation.decisions if d.dequant == "cpu"))
 
 
+def refusal(explanation: Explanation, kv_runs: bool = True) -> str:
+    """Why the engine refuses or crashes on the explained path, in the engine's words ('' = it runs).
+    ``kv_runs``: the KV dtype the plan recommends runs (the tuner replaced a default that does not)."""
+    why: dict[str, list[str]] = {}
+    for d in explanation.decisions:
+        if d.runs or (d.layer_class == "attention_kv" and kv_runs):
+            continue
+        msg = d.error or "; ".join(d.reasons) or "no kernel"
+        why.setdefault(msg, []).append(d.layer_class)
+    if not why:
+        return ""
+    parts = [f"{', '.join(dict.fromkeys(layers))}: {msg}" for msg, layers in why.items()]
+    return f"{explanation.engine} cannot run this path ({'; '.join(parts)}); `explain` shows why"
+
+
 def cpu_reason(layers: tuple[str, ...], tp: int) -> str:
     return (f"{', '.join(layers)} run on the CPU at TP {tp}: the advisor has no host-memory bandwidth "
             "figure to cost them, and GPU figures would be wrong by orders of magnitude")

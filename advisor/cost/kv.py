@@ -37,6 +37,14 @@ class KvLayout:
     mla: bool
     context_limit: int | None
     note: str
+    draft_layers: int = 0           # MTP draft layers' KV in the same pool (counted in full_layers)
+    # None: window layers hold at most the window per request (vLLM). A number: the pool is split into a
+    # full-layer part and a window-layer part holding swa_ratio x as many tokens (SGLang)
+    swa_ratio: float | None = None
+
+    def _split(self) -> bool:
+        return self.swa_ratio is not None and bool(self.full_layers) and bool(self.window_layers) \
+            and self.window is not None
 
     def bytes_per_token_layer(self, dt: KvDtype) -> float:
         scales = 0.0 if self.mla else 2.0 * self.heads_per_gpu * dt.scale_bytes_per_head
@@ -45,6 +53,8 @@ class KvLayout:
     def bytes_per_token(self, dt: KvDtype) -> float:
         """Per GPU, one more token of context in every KV layer (window layers while below the window)."""
         layers = self.full_layers if self.full_layers else self.window_layers
+        if self._split():        # each full-layer token brings swa_ratio window-layer tokens
+            layers = self.full_layers + self.swa_ratio * self.window_layers
         return layers * self.bytes_per_token_layer(dt)
 
     def request_bytes(self, dt: KvDtype, context: float) -> float:
@@ -60,6 +70,13 @@ class KvLayout:
         per = self.bytes_per_token_layer(dt)
         share = pool_bytes / batch
         layers = self.full_layers + self.window_layers
+        if self._split() and per > 0:
+            full, swa = self._split_tokens(dt, pool_bytes)
+            # past the window each request keeps only the window in the SWA part
+            c = full / batch if batch * self.window <= swa else swa / batch
+            if self.context_limit is not None:
+                c = min(c, float(self.context_limit))
+            return max(0.0, c)
         if per <= 0 or layers == 0:
             c = math.inf
         else:
@@ -71,16 +88,30 @@ class KvLayout:
             c = min(c, float(self.context_limit))
         return max(0.0, c)
 
+    def _split_tokens(self, dt: KvDtype, pool_bytes: float) -> tuple[float, float]:
+        """Split pool: (full-layer tokens, window-layer tokens) it holds."""
+        full = max(pool_bytes, 0.0) / self.bytes_per_token(dt)
+        return full, full * self.swa_ratio
+
     def max_concurrency(self, dt: KvDtype, pool_bytes: float, context: float) -> int:
+        if self._split() and self.bytes_per_token_layer(dt) > 0 and context > 0:
+            full, swa = self._split_tokens(dt, pool_bytes)
+            return int(min(full // context, swa // min(context, self.window)))
         need = self.request_bytes(dt, context)
         return int(pool_bytes // need) if need > 0 else 0
 
 
-def layout(arch: ArchInfo, tp: int = 1) -> KvLayout:
+def layout(arch: ArchInfo, tp: int = 1, draft_layers: int = 0, swa_ratio: float | None = None) -> KvLayout:
+    """``draft_layers``: MTP draft layers that run (each keeps full-context KV in the same pool);
+    ``swa_ratio``: the engine splits its pool between full and window layers at this token ratio."""
     linear = arch.linear_attention_layers
     window_layers = arch.sliding_window_layers if arch.sliding_window else 0
-    full = arch.kv_layers or max(0, arch.num_layers - linear - window_layers)
+    full = (arch.kv_layers or max(0, arch.num_layers - linear - window_layers)) + draft_layers
     notes = []
+    if draft_layers:
+        notes.append(f"{draft_layers} MTP draft layer(s) keep their own KV in the same pool")
+    if swa_ratio is not None and window_layers and full:
+        notes.append(f"pool split: window layers hold {swa_ratio:g} x the full layers' tokens")
     if linear:
         notes.append(f"{linear} linear-attention layers keep a fixed per-request state, not KV "
                      "(counted as recurrent state)")
@@ -95,4 +126,5 @@ def layout(arch: ArchInfo, tp: int = 1) -> KvLayout:
         heads = kvh / tp if kvh >= tp else 1.0   # fewer KV heads than ranks: each rank keeps a copy
         vals = 2.0 * heads * head_dim
     return KvLayout(full, window_layers, arch.sliding_window, linear, vals, heads,
-                    arch.mla is not None, arch.max_position_embeddings, "; ".join(notes))
+                    arch.mla is not None, arch.max_position_embeddings, "; ".join(notes), draft_layers,
+                    swa_ratio if window_layers and full else None)

@@ -20,7 +20,7 @@ from advisor.cost.workload import Workload
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
 from advisor.errors import AdvisorError
-from advisor.tuner import Option, Tuning, decode_context, effective_workload, tune
+from advisor.tuner import Option, Tuning, decode_context, effective_workload, max_model_len, tune
 
 AGG_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -91,6 +91,7 @@ class Recommendation:
     speculative_method: str | None
     flags: dict[str, str]                    # engine flag -> value ({} when ``blocked``)
     blocked: str = ""                        # non-empty: why no launch line is recommended
+    max_model_len: int | None = None         # context cap to pass (None: the model's maximum fits)
 
 
 @dataclass(frozen=True)
@@ -152,17 +153,21 @@ def _r(v: float | None) -> float | None:
 
 def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: int, tp: int,
            spec_method: str | None = None, draft_tokens: int = 0, graphs: bool = True,
-           version: str | None = None) -> dict[str, str]:
+           version: str | None = None, context: int | None = None) -> dict[str, str]:
     """Every setting the plan recommends, in the engine's spelling (speculative and eager flags from
     advisor.engine_flags, the same builder `launch --plan` uses)."""
     tp_flag = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size", "fastllm": "--tp"}.get(eng.engine, "--tp")
     flags = {eng.kv_flag: rec_kv, eng.share_flag: f"{share:g}", eng.max_batch_flag: str(batch),
              eng.chunked_flag: str(chunked), tp_flag: str(tp)}
+    if eng.engine == "fastllm" and tp == 1:
+        del flags[tp_flag]          # the FastLLM launcher passes --tp only above 1: keep plan and launch equal
     if spec_method and draft_tokens:
         flags.update(engine_flags.as_flag_dict(engine_flags.speculative_args(eng.engine, spec_method, draft_tokens)))
+    flags.update(engine_flags.as_flag_dict(engine_flags.context_args(eng.engine, context)))
     if not graphs:
         flags.update(engine_flags.as_flag_dict(engine_flags.eager_args(eng.engine, version)))
-        flags.update({k: v for k, v in engine_flags.eager_env(eng.engine)})
+        # environment variables first: the flag line can then be pasted in front of the engine command
+        flags = {**dict(engine_flags.eager_env(eng.engine)), **flags}
     return flags
 
 
@@ -232,12 +237,18 @@ _SPEED = ("decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "prefill_se
 
 
 def _availability(ctx, s, preds: Predictions, single, pf, derivations: dict) -> tuple[Predictions, str]:
-    """Predictions with N/A (None and a reason) where the configuration does not fit, runs layers on the
-    CPU, or needs a rate the GPU table lacks; and why no launch line is recommended ('' = one is)."""
+    """Predictions with N/A (None and a reason) where the engine refuses the path, the configuration does
+    not fit, runs layers on the CPU, or needs a rate the GPU table lacks; and why no launch line is recommended ('' = one is)."""
     na: dict[str, str] = {}
     blocked = ""
     cpu = ctx.cpu_layers_at_tp.get(s.tp) or feasibility.cpu_layers(ctx.explanation)
-    if ctx.budget(s).pool_bytes.value <= 0:
+    refused = feasibility.refusal(ctx.explanation, kv_runs=bool(ctx.allowed_kv) and s.kv.name not in ctx.rejected_kv)
+    if refused:
+        # the engine refuses or crashes: no speed, and no launch line that would only fail
+        blocked = refused
+        for f in _SPEED:
+            na[f] = refused
+    elif ctx.budget(s).pool_bytes.value <= 0:
         blocked = feasibility.does_not_fit_note(ctx, lambda n: replace(s, tp=n))
         for f in _SPEED + ("max_context_per_request", "max_concurrency_at_context"):
             na[f] = blocked
@@ -335,16 +346,25 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
             "bandwidth" if single.t_bytes >= single.t_compute else "compute"),
         crossover_batch=crossover, speculative=spec, decode_context_tokens=int(c),
         weights_gib_per_gpu=ctx.weight_bytes(s.tp) / 2**30, recurrent_state=state_pred)
+    kvl = ctx.kv_layout(s)
     derivations = {
         "decode_tok_s": Derived(1.0 / single.seconds, "tok/s", "1 / t_step(B=1, C)",
                                 {"t_step": single.seconds, **single.derived.inputs}, single.derived.source),
         "prefill_seconds": pf.derived,
         "kv_pool_bytes": budget.pool_bytes,
         "kv_reserve_bytes": budget.reserve_bytes,
-        "kv_bytes_per_token": Derived(ctx.model.kv_layout(s.tp).bytes_per_token(s.kv), "B/token/GPU",
-                                      "KV layers x 2 x kv_heads/N x head_dim x bits/8 (MLA: latent)",
-                                      {"kv_layers": ctx.model.kv_layout(s.tp).full_layers,
-                                       "bits": s.kv.bits, "N": s.tp}, s.kv.source or eng.kv_source),
+        "kv_bytes_per_token": Derived(kvl.bytes_per_token(s.kv), "B/token/GPU",
+                                      "KV layers x 2 x kv_heads/N x head_dim x bits/8 (MLA: latent)"
+                                      + ("; KV layers = full + swa_ratio x window layers (split pool)"
+                                         if kvl.swa_ratio is not None else ""),
+                                      {"kv_layers": kvl.full_layers, "mtp_draft_kv_layers": kvl.draft_layers,
+                                       **({"window_layers": kvl.window_layers, "swa_ratio": kvl.swa_ratio}
+                                          if kvl.swa_ratio is not None else {}),
+                                       "bits": s.kv.bits, "N": s.tp},
+                                      "; ".join(x for x in (s.kv.source or eng.kv_source,
+                                                            eng.draft_kv_source if kvl.draft_layers else "",
+                                                            eng.swa_source if kvl.swa_ratio is not None else "")
+                                                if x)),
         "memory_share": budget.share,
     }
     if st is not None:
@@ -398,11 +418,12 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
                             "prediction as issue work); it is lossy: check accuracy against an 8-bit KV cache")
     preds, blocked = _availability(ctx, s, replace(preds, crossover_limit=cross_limit), single, pf, derivations)
     spec_name = ctx.spec_method.name if ctx.spec_method and s.draft_tokens else None
+    mml = None if blocked else max_model_len(ctx, s, workload)[0]
     flags = {} if blocked else _flags(eng, s.kv.name, s.memory_share, s.max_batch, s.chunked_prefill, s.tp,
                                       spec_name, s.draft_tokens, s.cuda_graphs,
-                                      explanation.engine_version or eng.version)
+                                      explanation.engine_version or eng.version, mml)
     rec = Recommendation(s.kv.name, s.max_batch, s.draft_tokens, s.memory_share, s.chunked_prefill, s.tp,
-                         s.cuda_graphs, spec_name, flags, blocked)
+                         s.cuda_graphs, spec_name, flags, blocked, mml)
     return Plan(checkpoint.source, checkpoint.label, gpu.id, gpu.name, gpus, explanation.engine,
                 explanation.engine_version or eng.version, workload, preds, rec, t.options,
                 ctx.assumptions, tuple(dict.fromkeys(warnings)), derivations)

@@ -148,7 +148,8 @@ def to_doc(plan: Plan) -> Doc:
         ("tensor parallel", str(r.tp)), ("CUDA graphs", "on" if r.cuda_graphs else "off"),
     ), title="Recommendation"))
     if getattr(r, "blocked", ""):
-        blocks.append(Paragraph(f"does not fit — no launch line: {r.blocked}", "warn"))
+        what = "does not fit" if "max_context_per_request" in (getattr(p, "na", None) or {}) else "cannot run"
+        blocks.append(Paragraph(f"{what} — no launch line: {r.blocked}", "warn"))
     else:
         blocks.append(Paragraph(_flag_line(r), "accent"))
     blocks.append(Table(("knob", "value", "metrics", "note"),

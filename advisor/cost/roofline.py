@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from advisor.checkpoint.model import ArchInfo
 from advisor.cost.derived import Derived
 from advisor.cost.efficiency import (DEQUANT_INSTR, DEQUANT_M_TILE, DEQUANT_OVERLAP, KV_DEQUANT_INSTR,
-                                     THREADS_PER_WARP, WEIGHT_ONLY, Efficiencies, mma_rows)
+                                     THREADS_PER_WARP, WEIGHT_ONLY, Efficiencies, padded_rows)
 from advisor.cost.interconnect import Link
 from advisor.cost import recurrent_state
 from advisor.cost.kv import KvDtype, KvLayout, layout
@@ -73,6 +73,7 @@ class CostModel:
     bandwidth_gbs: float        # DRAM denominator (table, calibration or override)
     state_rules: dict = field(default_factory=dict)   # engine recurrent_state rules (GDN/Mamba state)
     model_dtype: str = "bfloat16"                      # activations / 'auto' caches: float16 without BF16
+    swa_full_tokens_ratio: float | None = None         # engine splits its pool full/window (SGLang)
 
     def recurrent(self, tp: int, kv: KvDtype, draft_tokens: int = 0, cc: tuple[int, int] | None = None,
                   architecture: str = "") -> recurrent_state.RecurrentState | None:
@@ -112,8 +113,24 @@ class CostModel:
     def _bw(self, cls: str) -> float:
         return self.bandwidth_gbs * 1e9 * self.eff.bandwidth_eff.get(cls, self.eff.bandwidth_eff["bf16"])
 
-    def kv_layout(self, tp: int) -> KvLayout:
-        return layout(self.arch, tp)
+    def _part_bw(self, p: Part) -> float:
+        """Experts stream through a grouped MoE GEMM, slower than the dense kernel of their format."""
+        if p.kind == "expert" and "moe_grouped" in self.eff.bandwidth_eff:
+            return min(self._bw(p.kernel_class), self._bw("moe_grouped"))
+        return self._bw(p.kernel_class)
+
+    def moe_layers(self) -> int:
+        moe = self.arch.moe
+        return 0 if moe is None else int(moe.moe_layers or self.arch.num_layers)
+
+    def kernels_per_step(self) -> float:
+        """Kernels one forward launches: per layer, plus the MoE layers' routing and grouped GEMMs."""
+        o = self.overhead
+        return (self.arch.num_layers * float(o["kernels_per_layer"])
+                + self.moe_layers() * float(o.get("moe_extra_kernels_per_layer", 0)))
+
+    def kv_layout(self, tp: int, draft_layers: int = 0) -> KvLayout:
+        return layout(self.arch, tp, draft_layers, self.swa_full_tokens_ratio)
 
     # ---------------------------------------------------------------- attention
     def _attn_dims(self, decode: bool) -> tuple[float, float, float]:
@@ -146,7 +163,7 @@ class CostModel:
     def _fixed(self, gpu_seconds: float, graphs: bool, tp: int, tokens: float) -> tuple[float, float]:
         """(total step seconds, fixed part) given the GPU time of the step."""
         o = self.overhead
-        kernels = self.arch.num_layers * float(o["kernels_per_layer"])
+        kernels = self.kernels_per_step()
         host = float(o["host_us_per_step"]) * 1e-6
         ar = 0.0
         if tp > 1:
@@ -182,15 +199,15 @@ class CostModel:
             if b <= 0:
                 continue
             extra_bytes = elems[p] * 4.0 if p.dequant == "memory" else 0.0   # FP16 copy written + read
-            t_bytes += (b + extra_bytes) / self._bw(p.kernel_class)
+            t_bytes += (b + extra_bytes) / self._part_bw(p)
             total_bytes += b + extra_bytes
             if p.kind == "expert" and wm.num_experts:
                 touched = wm.num_experts * wm.experts_fraction(m)
                 rows = m * wm.top_k / max(touched, 1e-9)
-                fl = 2.0 * elems[p] * math.ceil(rows / mma_rows(p.mma)) * mma_rows(p.mma)
+                fl = 2.0 * elems[p] * padded_rows(p.mma, rows)
             else:
                 rows = m
-                fl = flops_tok[p] * math.ceil(m / mma_rows(p.mma)) * mma_rows(p.mma)
+                fl = flops_tok[p] * padded_rows(p.mma, m)
             t_mma += self._mma_time(fl, p.mma, unknown)
             t_deq += self._dequant_seconds(p, elems[p], rows, unknown)
             total_flops += fl
@@ -262,7 +279,7 @@ class CostModel:
         for p, b in bytes_parts.items():
             if p.kind == "embed":
                 continue
-            cb += b / self._bw(p.kernel_class)
+            cb += b / self._part_bw(p)
             if p.kind == "expert" and wm.num_experts:
                 rows = t * wm.top_k / max(wm.num_experts * wm.experts_fraction(t), 1e-9)
             else:

@@ -223,7 +223,9 @@ def _decide_kv(ck: CheckpointInfo, gpu: GpuSpec, rules: RuleFile, options: Insta
     ck_scheme = f"KV {declared}" if declared else "KV bf16"
     path = _find_path(rules, ctx)
     if path is None:
-        return _no_rule(ctx, ck_scheme, rules, reasons, [])
+        # a cache that cannot be served is named by the dtype asked for, not by what the checkpoint declares
+        asked = f"KV {_KV_NAMES.get(kv, kv)}" if kv != "auto" else ck_scheme
+        return _no_rule(ctx, asked, rules, reasons, [])
     if path.note:
         reasons.insert(0, path.note)
     d = select(path, ctx, checkpoint_scheme=ck_scheme, pre_reasons=tuple(reasons))
@@ -231,7 +233,8 @@ def _decide_kv(ck: CheckpointInfo, gpu: GpuSpec, rules: RuleFile, options: Insta
     eff = f"KV {stored}" if d.effective_scheme == f"KV {kv}" else d.effective_scheme
     # a 16-bit cache is read as is: the candidate's per-tile dequant applies to quantized caches only
     dequant = "none" if stored in ("bf16", "fp16", "float16", "bfloat16") and d.dequant == "registers" else d.dequant
-    return replace(d, kv_cache_dtype=stored, effective_scheme=eff, dequant=dequant)
+    return replace(d, kv_cache_dtype=stored, effective_scheme=eff, dequant=dequant,
+                   checkpoint_scheme=d.checkpoint_scheme if d.runs else eff)
 
 
 # Engine spellings -> one name per stored KV dtype (what the cost model sizes).

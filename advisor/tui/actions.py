@@ -26,8 +26,24 @@ class ReadyState:
     detail: Doc = Doc()
 
 
-def generated_command(analysis: Any, engine: str | None = None, port: int = 8000):
-    """The tuned serve command for an analysis (plan recommendation -> ServeSettings -> argv)."""
+def untuned_tp(analysis: Any) -> int:
+    """TP for an engine the plan did not tune: the plan's TP where it fits the GPUs, else the largest
+    split of the model (attention and KV heads) over at most the selected GPUs."""
+    from advisor.cost.feasibility import tp_problem
+
+    gpus = max(1, analysis.selection.gpus)
+    arch = analysis.checkpoint.arch
+    rec = getattr(analysis.plan, "recommendation", None)
+    planned = getattr(rec, "tp", None)
+    if planned and planned <= gpus and tp_problem(planned, arch) is None:
+        return planned
+    return next((n for n in range(gpus, 0, -1) if tp_problem(n, arch) is None), 1)
+
+
+def generated_command(analysis: Any, engine: str | None = None, port: int = 8000, *, gpu_here: bool = False):
+    """The tuned serve command for an analysis (plan recommendation -> ServeSettings -> argv).
+    Another engine than the explained one gets untuned settings with a TP the model allows;
+    ``gpu_here``: the probe found a GPU (transformers serve then picks it, else runs on the CPU)."""
     from launchers.engines import build_command
     from launchers.settings import ServeSettings, settings_from_plan
 
@@ -40,24 +56,38 @@ def generated_command(analysis: Any, engine: str | None = None, port: int = 8000
         settings = settings_from_plan(analysis.plan, engine=engine, model=model, port=port,
                                       checkpoint_scheme=analysis.checkpoint.label, checkpoint_moe=moe)
     else:
-        settings = ServeSettings(engine=engine, model=model, port=port, tp=analysis.selection.gpus,
-                                 device="cpu" if engine == "transformers" else None,
+        tp = 1 if engine == "transformers" else untuned_tp(analysis)     # transformers serve: one device
+        settings = ServeSettings(engine=engine, model=model, port=port, tp=tp,
+                                 device="cpu" if engine == "transformers" and not gpu_here else None,
                                  checkpoint_scheme=analysis.checkpoint.label, checkpoint_moe=moe)
     return build_command(settings)
 
 
-def launch_command_line(analysis: Any, engine: str | None = None) -> str:
+def launch_note(analysis: Any, engine: str | None, explainable: tuple[str, ...] = ()) -> str:
+    """The warning above the Launch tab's command: the verdict `launch --dry-run` prints for the
+    explained engine, or that another engine's command is not tuned ('' when neither applies)."""
+    if analysis is None or analysis.checkpoint is None:
+        return ""
+    planned = analysis.selection.engine
+    if engine and engine != planned:
+        how = ("pick the engine on the Explain tab to tune it" if engine in explainable
+               else f"the advisor has no {engine} rules to tune it")
+        return f"not tuned: explain/plan use {planned} — {how}"
+    return analysis.verdict_reason
+
+
+def launch_command_line(analysis: Any, engine: str | None = None, *, gpu_here: bool = False) -> str:
     try:
-        cmd = generated_command(analysis, engine)
+        cmd = generated_command(analysis, engine, gpu_here=gpu_here)
     except AdvisorError as err:
         return f"# {err}"
     return cmd.display() if cmd is not None else ""
 
 
-def command_from_line(line: str, analysis: Any, engine: str | None = None):
+def command_from_line(line: str, analysis: Any, engine: str | None = None, *, gpu_here: bool = False):
     """The (possibly edited) shell line -> a LaunchCommand: leading KEY=VALUE words are the
     environment, `--port N` / `--host H` update where readiness is polled."""
-    base = generated_command(analysis, engine)
+    base = generated_command(analysis, engine, gpu_here=gpu_here)
     if base is None:
         raise UsageError("load a checkpoint first")
     try:
@@ -82,11 +112,11 @@ def command_from_line(line: str, analysis: Any, engine: str | None = None):
 
 
 def start_server(line: str, analysis: Any, *, engine: str | None = None, on_line: Callable[[str], None] | None = None,
-                 log_dir: Path | None = None):
+                 log_dir: Path | None = None, gpu_here: bool = False):
     from launchers import pidfile
     from launchers.supervisor import Server
 
-    cmd = command_from_line(line, analysis, engine)
+    cmd = command_from_line(line, analysis, engine, gpu_here=gpu_here)
     if cmd.settings.model.startswith("demo:"):
         raise UsageError("a bundled demo is a description without weights: load a real checkpoint folder to launch")
     log_dir = log_dir or pidfile.run_dir().parent / "logs"
@@ -117,14 +147,15 @@ class Launch:
             return self.server if first else None
 
     def start(self, line: str, analysis: Any, *, engine: str | None = None,
-              on_line: Callable[[str], None] | None = None, log_dir: Path | None = None) -> Any:
+              on_line: Callable[[str], None] | None = None, log_dir: Path | None = None,
+              gpu_here: bool = False) -> Any:
         """start_server() unless cancelled; None when the launch was cancelled (nothing left running)."""
         try:
             with self._lock:
                 if self.cancelled:
                     return None
                 self._under_way = True
-            server = start_server(line, analysis, engine=engine, on_line=on_line, log_dir=log_dir)
+            server = start_server(line, analysis, engine=engine, on_line=on_line, log_dir=log_dir, gpu_here=gpu_here)
             with self._lock:
                 cancelled = self.cancelled
                 self.server = None if cancelled else server
@@ -190,6 +221,30 @@ def saved_profiles() -> list[str]:
     return profiles.list_names()
 
 
+def profile_model(name: str) -> str:
+    """The model (checkpoint) a saved launch profile serves."""
+    from launchers import profiles
+
+    settings, _ = profiles.load(name)
+    return settings.model
+
+
+def same_model(model: str, analysis: Any) -> bool:
+    """A profile's model is the analysed checkpoint (as typed, as inspected, or the same folder)."""
+    if analysis is None:
+        return False
+    names = {analysis.selection.checkpoint}
+    if analysis.checkpoint is not None:
+        names.add(analysis.checkpoint.source)
+    if model in names:
+        return True
+    try:
+        return any(Path(model).expanduser().resolve() == Path(n).expanduser().resolve() and Path(n).expanduser().exists()
+                   for n in names)
+    except (OSError, ValueError):
+        return False
+
+
 def profile_command_line(name: str) -> tuple[str, str]:
     """(engine, display line) of a saved launch profile."""
     from launchers import profiles
@@ -218,13 +273,13 @@ def _flag_groups(argv) -> list[tuple[str, ...]]:
     return [tuple(g) for g in groups]
 
 
-def save_profile(name: str, line: str, analysis: Any, engine: str | None = None) -> Path:
+def save_profile(name: str, line: str, analysis: Any, engine: str | None = None, *, gpu_here: bool = False) -> Path:
     """Save the (edited) command as a launch profile: --port/--host become settings, every other
     flag or environment variable the edit added (or changed) is kept as an extra."""
     from launchers import profiles
     from launchers.engines import build_command
 
-    cmd = command_from_line(line, analysis, engine)
+    cmd = command_from_line(line, analysis, engine, gpu_here=gpu_here)
     settings = cmd.settings
     rebuilt = build_command(settings)           # the generated command with the edited port/host
     known = set(_flag_groups(rebuilt.argv))

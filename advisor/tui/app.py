@@ -41,6 +41,24 @@ from advisor.tui.commands import AdvisorCommands
 from advisor.tui.docview import DocView
 from advisor.user_state import UserState, load_state, save_state
 
+REPORT_SUFFIXES = (".md", ".json", ".html")
+
+
+def report_path_for(value: str, fmt: str) -> str:
+    """The export path with the file name's report suffix set to ``fmt``: only the name changes
+    (dots in folders stay), and a name with another suffix (v1.2) keeps it and gains ``.fmt``."""
+    text = value.strip()
+    if not text or text.endswith(("/", "\\")):
+        return f"{text}nvfp4-report.{fmt}"
+    p = Path(text)
+    name = p.name
+    if p.suffix.lower() in REPORT_SUFFIXES:
+        name = p.stem
+    new = f"{name}.{fmt}"
+    head = text[: len(text) - len(p.name)] if text.endswith(p.name) else ""
+    return f"{head}{new}"
+
+
 TABS = ("hardware", "checkpoint", "explain", "cost", "launch", "bench", "microbench", "export")
 
 
@@ -85,6 +103,7 @@ class AdvisorApp(App):
         self._pending_line: str | None = None   # a profile's command, set once its engine is selected
         self._restore_profile = state.launch_profile   # shown once the first analysis has a command
         self._quitting = False
+        self._overwrite: Path | None = None     # an existing report file the next Export may replace
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -121,6 +140,7 @@ class AdvisorApp(App):
                                  allow_blank=False, id="launch-engine", compact=True)
                     yield Button("Launch", id="launch-start", variant="success", compact=True)
                     yield Button("Stop", id="launch-stop", variant="error", disabled=True, compact=True)
+                yield Static("", id="launch-note", markup=False)
                 yield TextArea("", id="launch-command", language=None, soft_wrap=True)
                 with Horizontal(classes="toolbar"):
                     yield Select([(n, n) for n in actions.saved_profiles()], prompt="saved profiles",
@@ -151,6 +171,7 @@ class AdvisorApp(App):
 
     def on_mount(self) -> None:
         self.theme = self.state.theme if self.state.theme in self.available_themes else "textual-dark"
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         # Slow work starts after the first paint: a worker thread holding the GIL would delay it.
         self.call_after_refresh(self._start_background)
 
@@ -171,6 +192,14 @@ class AdvisorApp(App):
                 return engine
         return "vllm"
 
+    def _selected_engine(self) -> tuple[str, str | None]:
+        """(engine, version) that explain uses: a remembered version, else the newest one shown
+        in the engine list (state keeps None so a newer rule file is picked up later)."""
+        if self.state.engine_version:
+            return self.state.engine, self.state.engine_version
+        engine, _, version = self._initial_engine().partition("@")
+        return (self.state.engine, version or None) if engine == self.state.engine else (self.state.engine, None)
+
     def _initial_engine(self) -> str:
         values = [v for _, v in self.engine_choices]
         want = f"{self.state.engine}@{self.state.engine_version}" if self.state.engine_version else None
@@ -185,16 +214,17 @@ class AdvisorApp(App):
         return "rtx-3090" if "rtx-3090" in ids else ids[0]
 
     def _source_options(self) -> list[Option]:
-        opts = [Option(f"demo: {d}", id=f"demo:{d}") for d in self.demos]
-        opts += [Option(f"recent: {r}", id=f"recent:{r}") for r in self.state.recent if not r.startswith("demo:")]
+        # a returning user's own folders first, then the bundled demos
+        opts = [Option(f"recent: {r}", id=f"recent:{r}") for r in self.state.recent if not r.startswith("demo:")]
+        opts += [Option(f"demo: {d}", id=f"demo:{d}") for d in self.demos]
         return opts
 
     def selection(self) -> Selection | None:
         if not self.state.checkpoint or not self.state.gpu_id:
             return None
+        engine, version = self._selected_engine()
         return Selection(checkpoint=self.state.checkpoint, gpu_id=self.state.gpu_id, gpus=self.state.gpus,
-                         engine=self.state.engine, engine_version=self.state.engine_version,
-                         workload=self.state.workload)
+                         engine=engine, engine_version=version, workload=self.state.workload)
 
     def update_state(self, **changes: Any) -> None:
         self.state = dataclasses.replace(self.state, **changes)
@@ -202,6 +232,19 @@ class AdvisorApp(App):
             save_state(self.state, self.state_file)
         except OSError as err:
             self.notify(f"could not save state: {err}", severity="warning")
+
+    @property
+    def gpu_here(self) -> bool:
+        """The probe found an NVIDIA GPU on this machine."""
+        return bool(getattr(self.probe_result, "devices", ()))
+
+    def _show_launch_note(self) -> None:
+        explainable = tuple(dict.fromkeys(v.partition("@")[0] for _, v in self.engine_choices))
+        text = actions.launch_note(self.analysis, self.launch_engine, explainable)
+        note = self.query_one("#launch-note", Static)
+        note.update(text)
+        note.tooltip = text or None       # the whole warning where 4 lines cut it (80 columns)
+        note.display = bool(text)
 
     def set_status(self, text: str) -> None:
         self.query_one("#status", Static).update(text)
@@ -220,12 +263,21 @@ class AdvisorApp(App):
         tabs.active = tab
 
     def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
-        self.update_state(theme=self.theme)
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"   # -> _theme_changed
+
+    def _theme_changed(self, theme: Any) -> None:
+        """Any theme change (Ctrl+T, the palette's Theme command) is remembered."""
+        name = getattr(theme, "name", theme)
+        if isinstance(name, str) and name != self.state.theme:
+            self.update_state(theme=name)
 
     def action_load_checkpoint(self, source: str) -> None:
         self.query_one("#checkpoint-input", Input).value = source
-        self.update_state(checkpoint=source)      # a recent item once it inspects (_remember_source)
+        if source != self.state.checkpoint:
+            # a saved launch profile serves one model: it does not follow the user to another checkpoint
+            self._restore_profile = None
+            self.query_one("#profile-select", Select).clear()
+            self.update_state(checkpoint=source, launch_profile=None)   # recent once it inspects (_remember_source)
         self.start_analysis()
         self.action_show_tab("checkpoint")
 
@@ -287,7 +339,7 @@ class AdvisorApp(App):
         if not isinstance(event.value, str):
             return
         engine, _, version = event.value.partition("@")
-        if (engine, version or None) != (self.state.engine, self.state.engine_version):
+        if (engine, version or None) != self._selected_engine():     # not the value set at mount
             self.update_state(engine=engine, engine_version=version or None)
             if engine in actions.LAUNCH_ENGINES:   # launch what is explained (the tuned command)
                 self.query_one("#launch-engine", Select).value = engine
@@ -325,7 +377,8 @@ class AdvisorApp(App):
         if from_profile:
             area.text, self._pending_line = self._pending_line, None
         elif self.analysis is not None:
-            area.text = actions.launch_command_line(self.analysis, str(event.value))
+            area.text = actions.launch_command_line(self.analysis, str(event.value), gpu_here=self.gpu_here)
+        self._show_launch_note()
         if isinstance(event.value, str) and event.value != self._launch_engine():
             # another engine's generated command replaces the profile's: the profile is no longer in use
             self.update_state(launch_engine=event.value,
@@ -347,14 +400,18 @@ class AdvisorApp(App):
 
     @on(Select.Changed, "#export-format")
     def _format_changed(self, event: Select.Changed) -> None:
-        path = self.query_one("#export-path", Input)
-        stem = path.value.rsplit(".", 1)[0] if "." in path.value else path.value
-        path.value = f"{stem or 'nvfp4-report'}.{event.value}"
+        if isinstance(event.value, str):
+            path = self.query_one("#export-path", Input)
+            path.value = report_path_for(path.value, event.value)
 
     @on(Button.Pressed, "#export-run")
     @on(Input.Submitted, "#export-path")
     def _export_pressed(self) -> None:
         self.export_report()
+
+    @on(Input.Changed, "#export-path")
+    def _export_path_edited(self) -> None:
+        self._overwrite = None        # the confirmation was for the file named before
 
     @on(Button.Pressed, "#launch-start")
     def _launch_pressed(self) -> None:
@@ -424,14 +481,16 @@ class AdvisorApp(App):
         self.query_one("#checkpoint-view", DocView).show(views.checkpoint_doc(result))
         self.query_one("#explain-view", DocView).show(views.explain_doc(result))
         self.query_one("#cost-view", DocView).show(views.cost_doc(result))
-        self.query_one("#launch-command", TextArea).text = actions.launch_command_line(result, self.launch_engine)
+        self.query_one("#launch-command", TextArea).text = actions.launch_command_line(
+            result, self.launch_engine, gpu_here=self.gpu_here)
+        self._show_launch_note()
         self._restore_launch_profile()
         if self.supervisor is None:
             demo = result.selection.checkpoint.startswith("demo:")
             self.query_one("#launch-state", Label).update(
                 "demo checkpoint: a description without weights — load a real folder to launch" if demo else "stopped")
         sel = result.selection
-        state = "ok" if result.ok else "with errors"
+        state = result.verdict or ("ok" if result.ok else "with errors")
         self._summary = f"{sel.checkpoint} · {sel.gpus}× {sel.gpu_id} · {sel.engine} · {sel.workload} — {state}"
         self.set_status(self._summary)
 
@@ -445,6 +504,8 @@ class AdvisorApp(App):
             known = name in actions.saved_profiles()
             if known:
                 actions.profile_command_line(name)
+                # a profile of another model (saved before the checkpoint changed) is not this command
+                known = actions.same_model(actions.profile_model(name), self.analysis)
         except (AdvisorError, OSError):
             known = False
         if known:
@@ -468,6 +529,14 @@ class AdvisorApp(App):
     def export_report(self) -> None:
         fmt = self.query_one("#export-format", Select).value
         path = Path(self.query_one("#export-path", Input).value).expanduser()
+        if path.is_file() and self._overwrite != path:
+            # nothing is replaced without the user saying so: the same Export again confirms
+            self._overwrite = path
+            msg = f"{path} exists: press Export again to overwrite it"
+            self.call_from_thread(self.notify, msg, title="not exported", severity="warning")
+            self.call_from_thread(self.query_one("#export-view", DocView).message, msg, "warn")
+            return
+        self._overwrite = None
         try:
             line = self.query_one("#launch-command", TextArea).text.strip()
             written = actions.export_report(self.analysis, self.probe_result, str(fmt), path,
@@ -501,7 +570,7 @@ class AdvisorApp(App):
         log = self.query_one("#launch-log", RichLog)
         state = self.query_one("#launch-state", Label)
         try:
-            sup = launch.start(line, self.analysis, engine=engine,
+            sup = launch.start(line, self.analysis, engine=engine, gpu_here=self.gpu_here,
                                on_line=lambda s: self.call_from_thread(self._log_line, log, engine, s))
         except AdvisorError as err:
             self.call_from_thread(self.notify, str(err), severity="error")
@@ -572,7 +641,7 @@ class AdvisorApp(App):
         line = self.query_one("#launch-command", TextArea).text.strip()
         name = self.query_one("#profile-name", Input).value.strip() or "default"
         try:
-            path = actions.save_profile(name, line, self.analysis, self.launch_engine)
+            path = actions.save_profile(name, line, self.analysis, self.launch_engine, gpu_here=self.gpu_here)
         except AdvisorError as err:
             self.notify(str(err), severity="error")
             return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.engine_flags import fastllm_speculative_args
+from advisor.engine_flags import context_args, fastllm_speculative_args
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -60,8 +60,7 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--chunked_prefill_size", str(s.chunked_prefill)]
     elif s.chunked_prefill == 0:
         notes.append("FastLLM has no switch to disable chunked prefill; the model default is kept")
-    if s.max_model_len is not None:
-        argv += ["--max_context_length", str(s.max_model_len)]
+    argv += context_args("fastllm", s.max_model_len)
     if s.prefix_caching is not None:
         argv += ["--prefix_cache", "true" if s.prefix_caching else "false"]
     if s.speculative:

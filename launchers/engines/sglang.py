@@ -3,7 +3,8 @@ engines-launch.md §1)."""
 
 from __future__ import annotations
 
-from advisor.engine_flags import SGLANG_BLOCK_DRAFTERS, SGLANG_NEEDS_DRAFT, SGLANG_SPEC, sglang_speculative_args
+from advisor.engine_flags import (SGLANG_BLOCK_DRAFTERS, SGLANG_NEEDS_DRAFT, SGLANG_SPEC, context_args,
+                                  sglang_speculative_args)
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -57,8 +58,7 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--chunked-prefill-size", str(s.chunked_prefill if s.chunked_prefill > 0 else -1)]
     if s.max_batched_tokens:
         argv += ["--max-prefill-tokens", str(s.max_batched_tokens)]
-    if s.max_model_len is not None:
-        argv += ["--context-length", str(s.max_model_len)]
+    argv += context_args("sglang", s.max_model_len)
     new_graph = parse(version) >= parse(NEW_GRAPH_FLAGS) if parse(version) else True
     if not s.cuda_graphs:
         if G_GRAPH_BACKEND.allows(version):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.engine_flags import VLLM_NEEDS_DRAFT, VLLM_SPEC, vllm_speculative_config
+from advisor.engine_flags import VLLM_NEEDS_DRAFT, VLLM_SPEC, context_args, vllm_speculative_config
 from launchers.cluster import ray_steps
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -44,8 +44,7 @@ def build(s, version, note) -> LaunchCommand:
         notes.append("vLLM always chunks long prefills; the chunk budget is --max-num-batched-tokens")
     if s.memory_share is not None:
         argv += ["--gpu-memory-utilization", f"{s.memory_share:g}"]
-    if s.max_model_len is not None:
-        argv += ["--max-model-len", str(s.max_model_len)]
+    argv += context_args("vllm", s.max_model_len)
     kv = map_value("vllm", "--kv-cache-dtype", s.kv_cache_dtype, KV)
     if kv == "nvfp4":
         require("vllm", version, G_NVFP4_KV)

@@ -1,0 +1,159 @@
+"""Tuner round 2: the context cap every engine needs (vLLM --max-model-len), SGLang's raised
+--mem-fraction-static, and trade-off rows that agree with the Predictions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from cost_builders import dense_checkpoint, explanation, rtx3090
+
+from advisor import engine_flags
+from advisor.cli import main
+from advisor.cost import context, memory
+from advisor.cost.engine_profile import load_engine_memory
+from advisor.cost.overrides import Overrides
+from advisor.cost.plan import make_plan
+from advisor.cost.workload import get_workload
+from launchers.engines import build_command
+from launchers.settings import settings_from_plan
+
+DEMO = "demo:qwen3.6-27b-nvfp4-mixed"          # 20.4 GiB of weights, 262,144-token maximum context
+DEMO_DIR = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3.6-27b-nvfp4-mixed"
+VLLM = load_engine_memory("vllm")
+
+
+def _plan_json(capsys, *argv):
+    assert main(["plan", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _rows(doc, knob):
+    return [o for o in doc["tradeoffs"] if o["knob"] == knob]
+
+
+def _chosen(doc, knob):
+    (row,) = [o for o in _rows(doc, knob) if o["chosen"]]
+    return row
+
+
+def _dense_plan(max_pos, workload="interactive", **wl):
+    ck = dense_checkpoint("W4A16-NVFP4", max_pos=max_pos)
+    w = replace(get_workload(workload), **wl) if wl else get_workload(workload)
+    return ck, make_plan(ck, explanation("W4A16-NVFP4"), rtx3090(), gpus=1, workload=w, overrides=Overrides(),
+                         engine_memory=VLLM)
+
+
+# ---------------------------------------------------------------- 1. the context cap
+def test_vllm_plan_and_launch_cap_the_context_the_kv_pool_holds(capsys, tmp_path):
+    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "vllm")
+    rec, preds, w = doc["recommendation"], doc["predictions"], doc["workload"]
+    # the model's maximum does not fit one request; the workload's context does: that is the cap
+    assert preds["max_context_per_request"] < 262_144
+    assert preds["max_context_per_request"] >= w["context_tokens"]
+    assert rec["max_model_len"] == w["context_tokens"]
+    assert rec["flags"]["--max-model-len"] == str(w["context_tokens"])
+    assert _chosen(doc, "max_model_len")["value"] == str(w["context_tokens"])
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    assert main(["launch", str(DEMO_DIR), "--engine", "vllm", "--gpu", "rtx-3090", "--plan", str(path),
+                 "--dry-run", "--json"]) == 0
+    argv = json.loads(capsys.readouterr().out)["command"]["argv"]
+    pairs = dict(zip(argv, argv[1:]))
+    assert pairs["--max-model-len"] == str(w["context_tokens"])
+    for flag, value in rec["flags"].items():          # plan's flag line == launch --plan
+        assert pairs[flag] == value, flag
+
+
+def test_cap_is_the_largest_fitting_context_when_the_workload_does_not_fit():
+    ck, plan = _dense_plan(1_000_000, context_tokens=900_000, prompt_tokens=890_000)
+    rec = plan.recommendation
+    ctx = context.build(ck, explanation("W4A16-NVFP4"), rtx3090(), gpus=1, engine=VLLM, overrides=Overrides())
+    s = context.Settings(ctx.engine.kv_dtype(rec.kv_cache_dtype), rec.max_batch, rec.memory_share,
+                         rec.chunked_prefill, rec.tp, rec.draft_tokens, rec.cuda_graphs)
+    one = ctx.max_context(s, 1)
+    assert 4096 < one < 900_000
+    assert rec.max_model_len is not None and rec.max_model_len % 1024 == 0
+    assert rec.max_model_len <= one < rec.max_model_len + 1024
+    assert rec.flags["--max-model-len"] == str(rec.max_model_len)
+    assert "refused" in next(o.note for o in plan.tradeoffs if o.knob == "max_model_len")
+
+
+def test_no_cap_when_the_model_maximum_fits():
+    _, small = _dense_plan(8192, context_tokens=4096, prompt_tokens=2048)
+    assert small.recommendation.max_model_len is None
+    assert "--max-model-len" not in small.recommendation.flags
+    assert not any(o.knob == "max_model_len" for o in small.tradeoffs)
+    _, big = _dense_plan(10_000_000)                  # same model, a maximum no pool holds
+    assert big.recommendation.max_model_len == get_workload("interactive").context_tokens
+
+
+@pytest.mark.parametrize("engine,flag", [("vllm", "--max-model-len"), ("sglang", "--context-length"),
+                                         ("fastllm", "--max_context_length")])
+def test_every_engine_spells_the_cap_from_the_plan(engine, flag):
+    assert engine_flags.context_args(engine, 20480) == [flag, "20480"]
+    assert engine_flags.context_args(engine, None) == []
+    rec = {"kv_cache_dtype": "auto", "max_batch": 1, "memory_share": 0.9, "chunked_prefill": 2048, "tp": 1,
+           "max_model_len": 20480}
+    s = settings_from_plan({"recommendation": rec}, engine=engine, model="/m")
+    assert s.max_model_len == 20480
+    argv = build_command(s).argv
+    assert argv[argv.index(flag) + 1] == "20480"
+
+
+# ---------------------------------------------------------------- 2. SGLang raises its share
+def test_sglang_raises_mem_fraction_static_when_the_weights_fit_only_then(capsys, tmp_path):
+    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "sglang")
+    rec, preds, w = doc["recommendation"], doc["predictions"], doc["workload"]
+    assert rec["blocked"] == "" and preds["decode_tok_s"] > 0
+    assert rec["memory_share"] == 0.95 and rec["flags"]["--mem-fraction-static"] == "0.95"
+    default = [o for o in _rows(doc, "memory_share") if not o["chosen"]]
+    assert len(default) == 1 and float(default[0]["value"]) < 0.95
+    assert "raised" in _chosen(doc, "memory_share")["note"]
+    assert preds["max_context_per_request"] >= w["context_tokens"]
+    assert not any("do not fit in 1 x" in x for x in doc["warnings"])
+    # the activations of the chosen chunk still fit outside the share (SGLang keeps them there)
+    from advisor.checkpoint.inspect import inspect_checkpoint
+
+    arch = inspect_checkpoint(str(DEMO_DIR)).arch
+    vram = 24 * 2**30
+    act = memory.activation_bytes(arch, rec["chunked_prefill"], rec["max_batch"], rec["tp"]).value
+    assert act <= vram * (1 - rec["memory_share"])
+    # ... and the launch line carries the same share and context cap
+    assert rec["flags"]["--context-length"] == str(rec["max_model_len"])
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    assert main(["launch", str(DEMO_DIR), "--engine", "sglang", "--gpu", "rtx-3090", "--plan", str(path),
+                 "--dry-run", "--json"]) == 0
+    argv = json.loads(capsys.readouterr().out)["command"]["argv"]
+    pairs = dict(zip(argv, argv[1:]))
+    for flag, value in rec["flags"].items():
+        assert pairs[flag] == value, flag
+
+
+def test_sglang_keeps_a_fixed_share(capsys):
+    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "sglang", "--memory-share", "0.8")
+    assert doc["recommendation"]["memory_share"] == 0.8
+    assert doc["recommendation"]["blocked"]            # 24 GiB x 0.8 does not hold 20.4 GiB of weights
+
+
+# ---------------------------------------------------------------- 3. trade-offs agree with Predictions
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_tradeoff_rows_agree_with_the_predictions(capsys, engine):
+    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", engine)
+    rec, preds = doc["recommendation"], doc["predictions"]
+    assert rec["draft_tokens"] > 0 or engine == "sglang"
+    kv = _chosen(doc, "kv_cache_dtype")
+    assert kv["value"] == rec["kv_cache_dtype"] and kv["metrics"]["fits_workload"] is True
+    assert kv["metrics"]["kv_pool_tokens"] == preds["kv_pool_tokens"][rec["kv_cache_dtype"]]
+    assert kv["metrics"]["max_context_per_request"] == preds["max_context_per_request"]
+    for row in _rows(doc, "kv_cache_dtype"):
+        if row["metrics"]:
+            assert row["metrics"]["kv_pool_tokens"] == preds["kv_pool_tokens"][row["value"]], row["value"]
+            assert f"share {rec['memory_share']:g}" in row["note"]
+            assert f"{rec['draft_tokens']} draft tokens" in row["note"]
+    pool = preds["kv_pool_tokens"][rec["kv_cache_dtype"]]
+    assert _chosen(doc, "chunked_prefill")["metrics"]["kv_pool_tokens"] == pool
+    assert _chosen(doc, "memory_share")["metrics"]["max_context_per_request"] == preds["max_context_per_request"]
