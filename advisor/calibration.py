@@ -108,9 +108,12 @@ def from_dict(data: dict) -> Calibration | None:
 
 def _read(path: Path) -> Calibration | None:
     """A damaged or foreign file is ignored (the plan falls back to table peaks), never fatal."""
+    from advisor.errors import BadInput
+    from advisor.textfile import JSON_LIMIT, read_bytes
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_bytes(path, limit_bytes=JSON_LIMIT, what="calibration file"))
+    except (BadInput, ValueError, RecursionError):
         return None
     return from_dict(data) if isinstance(data, dict) else None
 

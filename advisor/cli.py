@@ -19,9 +19,17 @@ EPILOG = """exit codes: 0 ok, 1 action failed, 2 usage error, 3 bad input (file/
 Run without a subcommand to open the interactive advisor (TUI)."""
 
 
+class ArgumentsRejected(SystemExit):
+    """argparse refused the command line: main() prints the one line (and the --json error document)."""
+
+    def __init__(self, message: str):
+        super().__init__(EXIT_USAGE)
+        self.message = message
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, no usage dump wall
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        raise ArgumentsRejected(f"{self.prog}: error: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,37 +136,55 @@ def render(doc, console) -> None:
         console.print()
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"nvfp4-advisor: error: {message}", file=sys.stderr)
+def _fail(message: str, code: int, json_out: bool = False, *, prefix: str = "nvfp4-advisor: error: ") -> int:
+    """The one error line on stderr; with --json also the error document on stdout (same shape
+    for every failure: argparse, AdvisorError, bad input, internal error, interrupt)."""
+    if json_out:
+        from advisor.jsonout import document, dumps
+
+        print(dumps(document("error", {"error": message, "exit_code": code})))
+    print(f"{prefix}{message}", file=sys.stderr)
     return code
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    """--json anywhere before a `--` (also when argparse rejected the line, so args never came)."""
+    for a in argv:
+        if a == "--":
+            return False
+        if a == "--json":
+            return True
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    json_out = _wants_json(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except ArgumentsRejected as err:  # still a SystemExit(2), as argparse's own would be
+        prog, _, message = err.message.partition(": error: ")
+        raise SystemExit(_fail(message, EXIT_USAGE, json_out, prefix=f"{prog}: error: ")) from None
+    json_out = json_out or bool(getattr(args, "json", False))
     mod = getattr(args, "_module", None)
     try:
         if mod is None:
             return _default(args)
         outcome = mod.run(args)
     except AdvisorError as err:
-        if getattr(args, "json", False):
-            from advisor.jsonout import document, dumps
-
-            print(dumps(document("error", {"error": str(err), "exit_code": err.exit_code})))
-        return _fail(str(err), err.exit_code)
+        return _fail(str(err), err.exit_code, json_out)
     except KeyboardInterrupt:
-        return _fail("interrupted", EXIT_INTERRUPTED)
+        return _fail("interrupted", EXIT_INTERRUPTED, json_out)
     except (OSError, ValueError) as err:  # last line of defence: one line, never a traceback
-        return _fail(f"{type(err).__name__}: {err}", EXIT_BAD_INPUT)
+        return _fail(f"{type(err).__name__}: {err}", EXIT_BAD_INPUT, json_out)
     except Exception as err:  # a bug of ours: still one line; NVFP4_ADVISOR_DEBUG=1 shows the traceback
         import os
 
         if os.environ.get("NVFP4_ADVISOR_DEBUG"):
             raise
         return _fail(f"internal error ({type(err).__name__}: {err}); rerun with NVFP4_ADVISOR_DEBUG=1 "
-                     "and report it", EXIT_FAILURE)
+                     "and report it", EXIT_FAILURE, json_out)
     if args.json:
         from advisor.jsonout import dumps
 

@@ -52,13 +52,14 @@ def read_json_object(path, label: str | None = None) -> dict[str, Any]:
     from advisor.errors import BadInput
 
     label = label or str(path)
+    from advisor.textfile import JSON_LIMIT, read_bytes
+
     try:
-        with open(path, "rb") as fh:
-            obj = json.loads(fh.read().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
+        obj = json.loads(read_bytes(path, limit_bytes=JSON_LIMIT, what="JSON file").decode("utf-8"))
+    except BadInput as err:
+        raise type(err)(str(err).removeprefix(f"{err.path}: "), path=label) from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise BadInput(f"invalid JSON ({str(err).splitlines()[0][:100]})", path=label) from None
-    except OSError as err:
-        raise BadInput(f"cannot read ({err.strerror or err})", path=label) from None
     if not isinstance(obj, dict):
         raise BadInput("expected a JSON object", path=label)
     return obj

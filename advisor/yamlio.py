@@ -30,10 +30,7 @@ def parse_yaml(text: str, path: str, what: str) -> Any:
 
 def load_yaml_file(path: str | Path, what: str) -> Any:
     """Read and parse a profile file (``what`` names it in errors, e.g. "workloads file")."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise BadInput(f"cannot read {what} ({err.strerror or err})", path=str(path)) from None
-    except UnicodeDecodeError as err:
-        raise BadInput(f"{what} is not UTF-8: {err.reason}", path=str(path)) from None
+    from advisor.textfile import JSON_LIMIT, read_text
+
+    text = read_text(path, limit_bytes=JSON_LIMIT, what=what)      # FIFO, device, huge: one BadInput line
     return parse_yaml(text, str(path), what)

@@ -68,7 +68,10 @@ class ServeSettings:
         return self.served_model_name or self.model
 
     def secrets(self) -> tuple[str, ...]:
-        return (self.api_key,) if self.api_key else ()
+        """The API key and values after a secret flag in --extra-arg (--api-key=X, --hf-token X)."""
+        from advisor.redact import argv_secrets
+
+        return ((self.api_key,) if self.api_key else ()) + argv_secrets(self.extra_args or ())
 
     def to_json(self) -> dict:
         """JSON form (advisor.jsonout): the API key never leaves as plain text."""
@@ -76,6 +79,10 @@ class ServeSettings:
 
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["api_key"] = REDACTED if self.api_key else None
+        if self.extra_args:
+            from advisor.redact import redact_argv
+
+            d["extra_args"] = redact_argv(self.extra_args, self.secrets())
         return d
 
     def redacted(self) -> "ServeSettings":

@@ -182,7 +182,15 @@ class Server:
         env.update(dict(self.cmd.env))
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "a", encoding="utf-8")
+        try:
+            # O_NONBLOCK: a FIFO with no reader fails at once (ENXIO) instead of hanging the launch
+            fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            from advisor.errors import BadInput
+
+            raise BadInput(f"cannot open the server log ({err.strerror or err})", path=str(self.log_path)) from None
+        os.set_blocking(fd, True)
+        self._log = os.fdopen(fd, "a", encoding="utf-8")
         self._log.write(f"$ {self.cmd.display()}\n")
         self._log.flush()
         parent = os.getpid()

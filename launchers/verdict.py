@@ -79,11 +79,11 @@ def load_prediction(path: str | Path) -> Prediction:
     """Read a plan JSON (`plan --json`) or a small prediction file. Keys, found at any depth:
     decode_tokens_per_s (number or {low, high}), aggregate_tokens_per_s, concurrency, kv_cache_tokens."""
     p = Path(path)
+    from advisor.textfile import read_text
+
     try:
-        doc = json.loads(p.read_text())
-    except OSError as err:
-        raise BadInput(f"cannot read: {err.strerror}", path=str(p)) from None
-    except ValueError as err:
+        doc = json.loads(read_text(p, what="plan file"))
+    except (ValueError, RecursionError) as err:
         raise BadInput(f"not JSON: {err}", path=str(p)) from None
     try:
         if isinstance(doc, dict) and isinstance(doc.get("predictions"), dict) and "decode_tok_s" in doc["predictions"]:

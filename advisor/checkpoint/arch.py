@@ -35,6 +35,24 @@ def _int(v, default: int = 0) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
+def _pos(v) -> int:
+    """A count that must be a positive integer; 0 (= unknown) for anything else."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+# Numbers every figure downstream divides or multiplies by: a value that is present but not a
+# positive integer is reported (doctor) and taken as unknown, never as a default.
+POSITIVE_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "num_kv_heads",
+                 "head_dim", "max_position_embeddings", "vocab_size", "intermediate_size")
+
+
+def invalid_numbers(config: dict) -> list[tuple[str, object]]:
+    """(key path, value) of each POSITIVE_KEYS entry of the text config that is set but not a positive int."""
+    cfg = text_config(config)
+    prefix = next((k + "." for k in _NESTED_TEXT if config.get(k) is cfg), "")
+    return [(prefix + k, cfg[k]) for k in POSITIVE_KEYS if cfg.get(k) is not None and not _pos(cfg[k])]
+
+
 @dataclass(frozen=True)
 class LayerKind:
     mixer: str      # attention | mla | sliding | gdn | mamba | none
@@ -134,11 +152,11 @@ def _sw_all_layers(cfg: dict, i: int) -> bool:
 
 
 def head_dim(cfg: dict) -> int:
-    hd = _int(_first(cfg, "head_dim", "attention_head_dim"))
+    hd = _pos(_first(cfg, "head_dim", "attention_head_dim"))
     if hd:
         return hd
-    heads = _int(cfg.get("num_attention_heads"))
-    return _int(cfg.get("hidden_size")) // heads if heads else 0
+    heads = _pos(cfg.get("num_attention_heads"))
+    return _pos(cfg.get("hidden_size")) // heads if heads else 0
 
 
 def mtp_layers(cfg: dict) -> int:
@@ -204,7 +222,7 @@ def vision_config(config: dict) -> dict | None:
 def arch_info(config: dict) -> ArchInfo:
     cfg = text_config(config)
     kinds = layer_kinds(config)
-    heads = _int(cfg.get("num_attention_heads"))
+    heads = _pos(cfg.get("num_attention_heads"))
     e = num_experts(cfg)
     moe = None
     if e > 1:
@@ -232,7 +250,9 @@ def arch_info(config: dict) -> ArchInfo:
     hd = head_dim(cfg)
     if mla and not _int(cfg.get("head_dim")):
         hd = (mla.qk_nope_head_dim or 0) + mla.qk_rope_head_dim
-    kv_heads = _int(_first(cfg, "num_key_value_heads", "num_kv_heads", "multi_query_group_num"), heads)
+    # absent: as many KV heads as query heads (HF's default); present but invalid: unknown (0)
+    kv_raw = _first(cfg, "num_key_value_heads", "num_kv_heads", "multi_query_group_num")
+    kv_heads = heads if kv_raw is None else _pos(kv_raw)
     sw = cfg.get("sliding_window")
     n_sw = sum(1 for k in kinds if k.mixer == "sliding")
     tie = config.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))
@@ -243,14 +263,14 @@ def arch_info(config: dict) -> ArchInfo:
         model_type=config.get("model_type") or cfg.get("model_type"),
         architectures=tuple(str(a) for a in archs),
         num_layers=len(kinds),
-        hidden_size=_int(cfg.get("hidden_size")),
-        intermediate_size=_int(_first(cfg, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size")) or None,
+        hidden_size=_pos(cfg.get("hidden_size")),
+        intermediate_size=_pos(_first(cfg, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size")) or None,
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=hd,
-        vocab_size=_int(cfg.get("vocab_size")),
+        vocab_size=_pos(cfg.get("vocab_size")),
         tie_word_embeddings=bool(tie),
-        max_position_embeddings=_int(cfg.get("max_position_embeddings")) or None,
+        max_position_embeddings=_pos(cfg.get("max_position_embeddings")) or None,
         kv_layers=sum(1 for k in kinds if k.mixer in ("attention", "mla")),
         sliding_window=_int(sw) or None if n_sw else None,
         sliding_window_layers=n_sw,

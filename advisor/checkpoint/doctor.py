@@ -12,9 +12,14 @@ from __future__ import annotations
 import struct
 from collections import defaultdict
 
+from advisor.checkpoint.arch import _pos, invalid_numbers, text_config
 from advisor.checkpoint.model import ArchInfo, Finding, ModuleGroup
+from advisor.checkpoint.quant_config import CONFLICT, INVALID
 from advisor.checkpoint.roles import FUSED_SETS
 from advisor.checkpoint.schemes import is_quantized
+from advisor.errors import BadInput
+
+_NOTE_SEVERITY = {"modelopt-config-groups-contradict": "info", INVALID: "error", CONFLICT: "warn"}
 
 _SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scale", 1.0),
             ("input_global_scale", -1.0))
@@ -22,12 +27,16 @@ _SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scal
 
 def findings(files, plan, arch: ArchInfo, mods, groups: list[ModuleGroup], label: str,
              shares: dict[str, float]) -> list[Finding]:
+    if files.headers and not any(h.tensors for h in files.headers):
+        # a header of metadata only: every size and speed would be computed from zero bytes
+        raise BadInput("no tensors in the safetensors header (nothing to size or classify)",
+                       path=files.headers[0].path if len(files.headers) == 1 else files.source)
     out: list[Finding] = []
     for code, msg in plan.notes:
         if code == "producer":
             continue
-        sev = "info" if code == "modelopt-config-groups-contradict" else "warn"
-        out.append(Finding(code, sev, msg))
+        out.append(Finding(code, _NOTE_SEVERITY.get(code, "warn"), msg))
+    out += _arch_number_checks(files.config)
     quantized = [m for m in mods if is_quantized(m.weight)]
     if quantized and plan.producer == "none":
         out.append(Finding("quantized-without-config", "warn",
@@ -37,7 +46,7 @@ def findings(files, plan, arch: ArchInfo, mods, groups: list[ModuleGroup], label
     if files.headers:
         out += _index_checks(files)
         out += _kv_checks(files, plan)
-        out += _layer_checks(arch, mods)
+        out += _layer_checks(arch, mods, files.config)
         if files.local:
             out += fused_scale_mismatch(files, mods)
             out += uncalibrated_input_scales(files, mods)
@@ -101,7 +110,22 @@ def _kv_checks(files, plan) -> list[Finding]:
     return []
 
 
-def _layer_checks(arch: ArchInfo, mods) -> list[Finding]:
+def _arch_number_checks(config: dict | None) -> list[Finding]:
+    if not isinstance(config, dict):
+        return []
+    return [Finding("invalid-arch-config", "error",
+                    f"config.json: {key} is {_show(v)}: must be a positive integer; treated as unknown, "
+                    "figures that need it show N/A")
+            for key, v in invalid_numbers(config)]
+
+
+def _show(v) -> str:
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    return repr(v) if isinstance(v, str) else str(v).replace("None", "null")
+
+
+def _layer_checks(arch: ArchInfo, mods, config: dict | None = None) -> list[Finding]:
     out = []
     if arch.moe:
         from advisor.checkpoint.inspect import _experts_per_layer
@@ -115,6 +139,13 @@ def _layer_checks(arch: ArchInfo, mods) -> list[Finding]:
     if arch.num_layers and layers and max(layers) + 1 < arch.num_layers:
         out.append(Finding("missing-layers", "error",
                            f"config declares {arch.num_layers} layers but tensors cover only {max(layers) + 1}"))
+    declared = text_config(config).get("num_hidden_layers") if isinstance(config, dict) else None
+    # DeepSeek-style MTP layers sit at index >= num_hidden_layers and are allowed for
+    layers = {m.layer for m in mods if m.layer is not None and m.role != "vision"}
+    if layers and declared is not None and max(layers) + 1 > _pos(declared) + arch.mtp_layers:
+        out.append(Finding("layer-count-mismatch", "warn",
+                           f"config.json declares num_hidden_layers {_show(declared)} but the tensors hold "
+                           f"{max(layers) + 1} decoder layers: the advisor counts the tensors' layers"))
     return out
 
 

@@ -74,9 +74,12 @@ def classify(files: CheckpointFiles) -> CheckpointInfo:
     else:
         if arch.num_layers <= 0 or arch.hidden_size <= 0:
             # nothing to size the modules from: a result of zeros would look like an answer
-            raise Unsupported("no weights, and num_hidden_layers / hidden_size are missing or not positive "
-                              f"integers: cannot size model_type {config.get('model_type')!r} from its config",
-                              path=_config_label(files))
+            # present but not positive integers: a bad file (exit 3); absent (other key names): unsupported (4)
+            tc = text_config(config)
+            error = BadInput if any(k in tc for k in ("num_hidden_layers", "hidden_size")) else Unsupported
+            raise error("no weights, and num_hidden_layers / hidden_size are missing or not positive "
+                        f"integers: cannot size model_type {config.get('model_type')!r} from its config",
+                        path=_config_label(files))
         mods = _modules_from_config(config, plan, arch, files)
         sizes_from = "config"
     mods.sort(key=lambda m: _natural(m.name))

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from advisor.checkpoint.model import ActQuant, WeightQuant
 from advisor.checkpoint.roles import LINEAR_ROLES
+from advisor.errors import BadInput
 
 # Roles a producer quantizes when its config only says "Linear" layers.
 _DECODER_LINEAR = LINEAR_ROLES - {"router", "lm_head"}
@@ -53,6 +54,46 @@ def _num(v, default=None):
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
+# Doctor codes of the notes below (doctor.py gives them their severity).
+INVALID = "invalid-quant-config"        # a value no producer writes: the advisor names what it assumed
+CONFLICT = "quant-config-conflict"      # two quantization config files disagree
+
+
+class _Where:
+    """Where a config dict lives (file and key path), to name a bad value in a finding."""
+
+    def __init__(self, notes: list, file: str, key: str):
+        self.notes, self.file, self.key = notes, file, key
+
+    def sub(self, key: str) -> "_Where":
+        return _Where(self.notes, self.file, f"{self.key}.{key}" if self.key else key)
+
+    def bad(self, key: str, value, why: str, assumed: str) -> None:
+        path = f"{self.key}.{key}" if self.key else key
+        self.notes.append((INVALID, f"{self.file}: {path} is {_show(value)}: {why}; {assumed}"))
+
+
+def _show(v) -> str:
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    text = repr(v) if isinstance(v, str) else (type(v).__name__ if isinstance(v, (dict, list)) and len(str(v)) > 40
+                                                else str(v).replace("None", "null"))
+    return text
+
+
+def _group_size(d: dict, where: _Where | None, assumed: str, *, channel_ok: bool = False) -> int | None:
+    """A declared group size: a positive int (or -1 = per channel where the format allows it).
+    Absent/null -> None; anything else is reported and treated as absent."""
+    v = d.get("group_size")
+    if v is None:
+        return None
+    if _num(v) is not None and (v > 0 or (channel_ok and v == -1)):
+        return v
+    if where is not None:
+        where.bad("group_size", v, "not a valid group size", assumed)
+    return None
+
+
 # ------------------------------------------------------------------ ModelOpt
 
 _FP8_T = WeightQuant("fp8_e4m3", 8, "tensor")
@@ -68,10 +109,20 @@ _MXFP4_W = WeightQuant("mxfp4", 4, "mxfp4", group_size=32, symmetric=True, packi
 _MXFP4_ACT = ActQuant("mxfp4", dynamic=True, granularity="group", group_size=32)
 
 
-def modelopt_algo_spec(algo: str, entry: dict) -> tuple[WeightQuant, ActQuant] | None:
+_NVFP4_ALGOS = ("NVFP4", "NVFP4_AWQ", "NVFP4_SVD", "NVFP4_STATIC", "W4A16_NVFP4", "W4A8_NVFP4_FP8")
+_INT4_ALGOS = ("W4A16_AWQ", "INT4_AWQ", "W4A8_AWQ")
+
+
+def modelopt_algo_spec(algo: str, entry: dict, where: _Where | None = None) -> tuple[WeightQuant, ActQuant] | None:
     """ModelOpt quant_algo -> formats (quant_utils.py:704-768 and the §5 mapping)."""
     a = algo.upper()
-    gs = entry.get("group_size") if _num(entry.get("group_size"), 0) > 0 else None
+    if a in _NVFP4_ALGOS:
+        assumed = "the advisor assumed 16 as ModelOpt writes"
+    elif a in _INT4_ALGOS:
+        assumed = "the advisor assumed 128, ModelOpt's INT4 AWQ default"
+    else:
+        assumed = f"ignored ({a or 'this algorithm'} has no group size)"
+    gs = _group_size(entry, where, assumed)
     if a == "FP8":
         return _FP8_T, _FP8_STATIC
     if a == "FP8_PER_CHANNEL_PER_TOKEN":
@@ -119,12 +170,15 @@ def _excluded(name: str, patterns) -> bool:
     return False
 
 
-def _modelopt_plan(qcfg: dict, hf_quant: dict | None) -> QuantPlan:
+def _modelopt_plan(qcfg: dict, hf_quant: dict | None, notes: list, qc_key: str) -> QuantPlan:
     if hf_quant is not None:
-        q = hf_quant.get("quantization") if isinstance(hf_quant.get("quantization"), dict) else hf_quant
+        nested = isinstance(hf_quant.get("quantization"), dict)
+        q = hf_quant["quantization"] if nested else hf_quant
+        where = _Where(notes, "hf_quant_config.json", "quantization" if nested else "")
         producer_version = (hf_quant.get("producer") or {}).get("version") if isinstance(hf_quant.get("producer"), dict) else None
     else:
         q = qcfg
+        where = _Where(notes, "config.json", qc_key)
         producer_version = (qcfg.get("producer") or {}).get("version") if isinstance(qcfg.get("producer"), dict) else None
     algo = str(q.get("quant_algo") or qcfg.get("quant_algo") or "").upper()
     excludes = _str_list(q.get("exclude_modules") or qcfg.get("ignore") or qcfg.get("exclude_modules"))
@@ -134,7 +188,7 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None) -> QuantPlan:
     if kv is None and isinstance(qcfg.get("kv_cache_scheme"), (dict, str)):
         kv = qcfg["kv_cache_scheme"]
     plan = QuantPlan(producer="modelopt", quant_method=algo or "modelopt", raw=hf_quant or qcfg,
-                     kv_cache=_kv_name(kv))
+                     kv_cache=_kv_name(kv), notes=notes)
     if producer_version:
         plan.notes.append(("producer", f"modelopt {producer_version}"))
     layers = q.get("quantized_layers") or qcfg.get("quantized_layers")
@@ -145,7 +199,7 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None) -> QuantPlan:
             if not isinstance(entry, dict):
                 continue
             sub = str(entry.get("quant_algo") or "")
-            spec = modelopt_algo_spec(sub, entry)
+            spec = modelopt_algo_spec(sub, entry, where.sub(f"quantized_layers[{lname!r}]"))
             if spec is None:
                 plan.notes.append(("unknown-quant-algo", f"quantized_layers[{lname!r}]: unknown quant_algo {sub!r}"))
                 continue
@@ -166,7 +220,7 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None) -> QuantPlan:
 
         plan._resolver = resolve
         return plan
-    spec = modelopt_algo_spec(algo, q if isinstance(q, dict) else {})
+    spec = modelopt_algo_spec(algo, q if isinstance(q, dict) else {}, where)
     if spec is None:
         plan.producer = "unknown"
         plan.notes.append(("unknown-quant-algo", f"ModelOpt quant_algo {algo or None!r} is not known"))
@@ -221,13 +275,28 @@ def _kv_name(kv) -> str | None:
 
 # ------------------------------------------------------------------ compressed-tensors
 
-def ct_weight(args: dict | None, group_format: str | None = None) -> WeightQuant:
+def _ct_bits(args: dict, where: _Where | None) -> int:
+    """num_bits of a compressed-tensors QuantizationArgs (1..16, default 8 as CT's own default)."""
+    v = args.get("num_bits", 8)
+    if _num(v, 0) in range(1, 17):
+        return v
+    # a 4-bit float format is the only one with a 16/32 group: keep what the rest of the entry says
+    guess = 4 if args.get("type") == "float" and args.get("group_size") in (16, 32) else 8
+    if where is not None:
+        where.bad("num_bits", v, "not a valid bit width",
+                  f"the advisor assumed {guess} from type {args.get('type')!r} and group_size {args.get('group_size')!r}")
+    return guess
+
+
+def ct_weight(args: dict | None, group_format: str | None = None, where: _Where | None = None) -> WeightQuant:
     if not isinstance(args, dict):
         return WeightQuant()
-    bits = args.get("num_bits") if _num(args.get("num_bits"), 0) in range(1, 17) else 8
+    bits = _ct_bits(args, where)
     typ = args.get("type") if args.get("type") in ("int", "float") else "int"
     strategy = args.get("strategy")
-    gs = args.get("group_size") if _num(args.get("group_size")) is not None else None
+    fp4 = typ == "float" and bits == 4
+    gs = _group_size(args, where, "the advisor assumed 16 as the NVFP4 format fixes" if fp4 else
+                     "treated as not given (granularity from strategy)", channel_ok=True)
     sym = args.get("symmetric", True)
     block = args.get("block_structure")
     scale_dtype = str(args.get("scale_dtype") or "")
@@ -260,12 +329,13 @@ def _granularity(strategy, gs, block) -> str:
     return "channel" if gs == -1 else "group"
 
 
-def ct_act(args: dict | None) -> ActQuant:
+def ct_act(args: dict | None, where: _Where | None = None) -> ActQuant:
     if not isinstance(args, dict):
         return ActQuant()
-    bits = args.get("num_bits") if _num(args.get("num_bits"), 0) in range(1, 17) else 8
+    bits = _ct_bits(args, where)
     typ = args.get("type") if args.get("type") in ("int", "float") else "int"
-    gs = args.get("group_size") if _num(args.get("group_size")) is not None else None
+    gs = _group_size(args, where, "the advisor assumed 16 as the NVFP4 format fixes" if typ == "float" and bits == 4
+                     else "treated as not given (granularity from strategy)", channel_ok=True)
     dyn = args.get("dynamic")
     dynamic = dyn is True or dyn == "local"
     strategy = args.get("strategy")
@@ -298,19 +368,36 @@ def _ct_match(name: str, role: str, target: str) -> bool:
     return False
 
 
-def _ct_plan(qcfg: dict) -> QuantPlan:
-    groups = qcfg.get("config_groups") or {}
+def _ct_plan(qcfg: dict, notes: list, qc_key: str) -> QuantPlan:
+    groups = qcfg.get("config_groups")
+    where = _Where(notes, "config.json", qc_key)
+    if groups is None:
+        groups = {}
+    if not isinstance(groups, dict):
+        # nothing to read the module formats from: the whole declaration is void
+        raise BadInput(f"{qc_key}.config_groups is {_show(groups)}, not a mapping of group name to scheme",
+                       path="config.json")
     ignore = _str_list(qcfg.get("ignore"))
     top_format = qcfg.get("format")
     table: list[tuple[str, list[str], WeightQuant, ActQuant]] = []
-    for gname, g in groups.items() if isinstance(groups, dict) else ():
+    for gname, g in groups.items():
+        gw = where.sub(f"config_groups.{gname}")
         if not isinstance(g, dict):
-            continue
+            raise BadInput(f"{gw.key} is {_show(g)}, not a scheme object (weights, input_activations, targets)",
+                           path="config.json")
         fmt = g.get("format") or (top_format if top_format != "mixed-precision" else None)
         targets = _str_list(g.get("targets"))
-        table.append((gname, targets, ct_weight(g.get("weights"), fmt), ct_act(g.get("input_activations"))))
+        w_args, a_args = g.get("weights"), g.get("input_activations")
+        if not isinstance(w_args, dict):
+            what = ("its targets are taken as 16-bit weights" if isinstance(a_args, dict) else
+                    "the group quantizes nothing; its targets are taken as 16-bit")
+            gw.bad("weights", w_args, "no weight quantization arguments", what)
+        if a_args is not None and not isinstance(a_args, dict):
+            gw.bad("input_activations", a_args, "not an object or null", "taken as unquantized activations")
+        table.append((gname, targets, ct_weight(w_args, fmt, gw.sub("weights")),
+                      ct_act(a_args, gw.sub("input_activations"))))
     plan = QuantPlan(producer="compressed-tensors", quant_method=str(top_format or "compressed-tensors"), raw=qcfg,
-                     kv_cache=_kv_name(qcfg.get("kv_cache_scheme")))
+                     kv_cache=_kv_name(qcfg.get("kv_cache_scheme")), notes=notes)
 
     def resolve(name: str, role: str) -> Spec | None:
         if any(_ct_match(name, role, i) for i in ignore):
@@ -345,10 +432,15 @@ def _not_convert(name: str, patterns) -> bool:
     return False
 
 
-def _fp8_plan(qcfg: dict) -> QuantPlan:
+def _fp8_plan(qcfg: dict, notes: list, qc_key: str) -> QuantPlan:
     block = qcfg.get("weight_block_size")
     scheme = str(qcfg.get("activation_scheme") or "dynamic")
-    if isinstance(block, list) and len(block) == 2 and all(_num(b, 0) > 0 for b in block):
+    valid_block = isinstance(block, list) and len(block) == 2 and all(_num(b, 0) > 0 for b in block)
+    if block is not None and not valid_block:
+        _Where(notes, "config.json", qc_key).bad(
+            "weight_block_size", block, "not a pair of positive block sizes [rows, cols]",
+            "the advisor assumed per-tensor FP8 scales (the tensor headers show the real ones)")
+    if valid_block:
         w = WeightQuant("fp8_e4m3", 8, "block", block=(int(block[0]), int(block[1])), symmetric=True)
         a = ActQuant("fp8_e4m3", dynamic=scheme != "static",
                      granularity="group" if scheme != "static" else "tensor",
@@ -357,7 +449,8 @@ def _fp8_plan(qcfg: dict) -> QuantPlan:
         w = WeightQuant("fp8_e4m3", 8, "tensor", symmetric=True)
         a = ActQuant("fp8_e4m3", dynamic=scheme != "static", granularity="token" if scheme != "static" else "tensor")
     skip = _str_list(qcfg.get("modules_to_not_convert"))
-    plan = QuantPlan(producer="fp8", quant_method="fp8", raw=qcfg, kv_cache=_kv_name(qcfg.get("kv_cache_scheme")))
+    plan = QuantPlan(producer="fp8", quant_method="fp8", raw=qcfg, kv_cache=_kv_name(qcfg.get("kv_cache_scheme")),
+                     notes=notes)
 
     def resolve(name: str, role: str) -> Spec | None:
         if role not in _DECODER_LINEAR | {"mtp", "other"} or _not_convert(name, skip):
@@ -368,11 +461,20 @@ def _fp8_plan(qcfg: dict) -> QuantPlan:
     return plan
 
 
-def _gptq_awq_plan(qcfg: dict, method: str) -> QuantPlan:
-    bits = qcfg.get("bits", qcfg.get("w_bit", 4))
-    bits = bits if _num(bits, 0) in range(1, 9) else 4
-    gs = qcfg.get("group_size", qcfg.get("q_group_size", 128))
-    gs = gs if _num(gs) is not None and gs >= -1 else 128
+def _gptq_awq_plan(qcfg: dict, method: str, notes: list, where: tuple[str, str]) -> QuantPlan:
+    w_at = _Where(notes, *where)
+    bkey = "bits" if "bits" in qcfg else "w_bit"
+    bits = qcfg.get(bkey, 4)
+    if _num(bits, 0) not in range(1, 9):
+        w_at.bad(bkey, bits, "not a bit width of 1..8", "the advisor assumed 4")
+        bits = 4
+    gkey = "group_size" if "group_size" in qcfg else "q_group_size"
+    gs = qcfg.get(gkey, 128)
+    if _num(gs) is None or not (gs > 0 or gs == -1):
+        # -1 means per output channel (GPTQ/AWQ); 0 and other negatives are nothing a quantizer writes
+        w_at.bad(gkey, gs, "not a valid group size (a positive size, or -1 for per channel)",
+                 "the advisor assumed 128")
+        gs = 128
     if method.startswith("awq"):
         sym = not qcfg.get("zero_point", True)
         packing = "int32-8-per-word-awq-order"
@@ -388,7 +490,8 @@ def _gptq_awq_plan(qcfg: dict, method: str) -> QuantPlan:
     flat_inside = None
     if isinstance(inside, list):
         flat_inside = [x for grp in inside for x in (grp if isinstance(grp, list) else [grp]) if isinstance(x, str)]
-    plan = QuantPlan(producer="gptq" if method.startswith("gptq") else "awq", quant_method=method, raw=qcfg)
+    plan = QuantPlan(producer="gptq" if method.startswith("gptq") else "awq", quant_method=method, raw=qcfg,
+                     notes=notes)
 
     def resolve(name: str, role: str) -> Spec | None:
         # GPTQ/AWQ quantize the Linear layers inside decoder blocks; routers and lm_head stay 16-bit.
@@ -455,43 +558,91 @@ def _w8a8_int8_plan(qcfg: dict) -> QuantPlan:
 
 def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict | None = None) -> QuantPlan:
     """The plan from config.json (top level or nested text_config), hf_quant_config.json and
-    quantize_config.json (older GPTQ repos)."""
-    qcfg = None
+    quantize_config.json (older GPTQ repos).
+
+    Precedence follows the engines: vLLM builds the quantization config from config.json's
+    ``quantization_config`` and opens the method's own file (hf_quant_config.json for ModelOpt,
+    quantize_config.json for GPTQ) only when config.json has none (vllm
+    model_executor/model_loader/weight_utils.py get_quant_config). ModelOpt's hf_quant_config.json
+    still supplies the per-layer detail when both files agree on the algorithm.
+    """
+    notes: list[tuple[str, str]] = []
+    qcfg, qc_key = None, "quantization_config"
     if isinstance(config, dict):
         qcfg = config.get("quantization_config")
-        if not isinstance(qcfg, dict):
+        if qcfg is not None and not isinstance(qcfg, dict):
+            notes.append((INVALID, f"config.json: quantization_config is {_show(qcfg)}, not an object: ignored; "
+                                   "module formats come from the tensor headers (16-bit where they show none)"))
+            qcfg = None
+        if qcfg is None:
             for key in ("text_config", "language_config", "llm_config"):
                 sub = config.get(key)
                 if isinstance(sub, dict) and isinstance(sub.get("quantization_config"), dict):
-                    qcfg = sub["quantization_config"]
+                    qcfg, qc_key = sub["quantization_config"], f"{key}.quantization_config"
                     break
-    if not isinstance(qcfg, dict):
-        qcfg = None
+    if hf_quant is not None and not isinstance(hf_quant, dict):
+        hf_quant = None
     method = str((qcfg or {}).get("quant_method") or "").lower()
     producer = (qcfg or {}).get("producer")
     # ModelOpt 0.31 wrote no quant_method into config.json, only quant_algo and producer (§6 E2)
     is_modelopt = method.startswith("modelopt") or (not method and qcfg is not None and (
         "quant_algo" in qcfg or (isinstance(producer, dict) and producer.get("name") == "modelopt")))
+    if hf_quant is not None and qcfg is not None:
+        hf_algo = _hf_quant_algo(hf_quant)
+        # a ModelOpt quant_algo in config.json is compared as such, whatever quant_method says
+        # (nvidia/DeepSeek-V4-Flash-NVFP4 writes quant_method "fp8" next to quant_algo MIXED_PRECISION)
+        cfg_algo = str(qcfg.get("quant_algo") or "").upper()
+        if (cfg_algo and hf_algo and cfg_algo != hf_algo) or (not cfg_algo and method and not is_modelopt):
+            notes.append((CONFLICT,
+                          f"config.json {qc_key} declares {cfg_algo or 'quant_method ' + method} "
+                          f"but hf_quant_config.json declares quant_algo {hf_algo or None}: engines read config.json "
+                          "(vLLM opens hf_quant_config.json only when config.json has no quantization_config), "
+                          "so the advisor follows config.json"))
+            hf_quant = None
+    if quantize_config is not None and (qcfg is not None or hf_quant is not None):
+        qc_method = str(quantize_config.get("quant_method") or "gptq").lower()
+        if qcfg is None or qc_method != method or any(
+                k in quantize_config and k in qcfg and quantize_config[k] != qcfg[k] for k in ("bits", "group_size")):
+            declared = (f"{qc_key} ({method or qcfg.get('quant_algo') or 'no quant_method'})" if qcfg is not None
+                        else f"hf_quant_config.json quant_algo {_hf_quant_algo(hf_quant) or None}")
+            src = "config.json" if qcfg is not None else "hf_quant_config.json"
+            notes.append((CONFLICT,
+                          f"quantize_config.json declares {qc_method} {_brief(quantize_config)} but {src} declares "
+                          f"{declared}: engines read {src} and ignore quantize_config.json, so the advisor does too"))
     if hf_quant is not None or is_modelopt:
-        return _modelopt_plan(qcfg or {}, hf_quant)
+        return _modelopt_plan(qcfg or {}, hf_quant, notes, qc_key)
+    gptq_where = ("config.json", qc_key)
     if qcfg is None and isinstance(quantize_config, dict):
         qcfg, method = quantize_config, str(quantize_config.get("quant_method") or "gptq").lower()
+        gptq_where = ("quantize_config.json", "")
     if qcfg is None:
-        return QuantPlan(producer="none")
+        return QuantPlan(producer="none", notes=notes)
     if method == "compressed-tensors" or (not method and "config_groups" in qcfg):
-        return _ct_plan(qcfg)
+        return _ct_plan(qcfg, notes, qc_key)
     if method == "fp8":
-        return _fp8_plan(qcfg)
+        return _fp8_plan(qcfg, notes, qc_key)
     if method in ("gptq", "gptq_marlin", "awq", "awq_marlin", "auto-round", "autoround"):
-        return _gptq_awq_plan(qcfg, method)
+        return _gptq_awq_plan(qcfg, method, notes, gptq_where)
     if method == "bitsandbytes":
-        return _bnb_plan(qcfg)
-    if method == "mxfp4":
-        return _mxfp4_plan(qcfg)
-    if method == "w8a8_int8":
-        return _w8a8_int8_plan(qcfg)
-    plan = QuantPlan(producer="unknown", quant_method=method or None, raw=qcfg)
-    plan.notes.append(("unknown-quant-method",
-                       f"quantization_config has unknown quant_method {method or None!r}: module formats come "
-                       "from the tensor headers when present, 16-bit is assumed otherwise"))
+        plan = _bnb_plan(qcfg)
+    elif method == "mxfp4":
+        plan = _mxfp4_plan(qcfg)
+    elif method == "w8a8_int8":
+        plan = _w8a8_int8_plan(qcfg)
+    else:
+        plan = QuantPlan(producer="unknown", quant_method=method or None, raw=qcfg)
+        plan.notes.append(("unknown-quant-method",
+                           f"quantization_config has unknown quant_method {method or None!r}: module formats come "
+                           "from the tensor headers when present, 16-bit is assumed otherwise"))
+    plan.notes[:0] = notes
     return plan
+
+
+def _hf_quant_algo(hf_quant: dict) -> str:
+    q = hf_quant.get("quantization") if isinstance(hf_quant.get("quantization"), dict) else hf_quant
+    return str(q.get("quant_algo") or "").upper()
+
+
+def _brief(qc: dict) -> str:
+    parts = [f"{k} {qc[k]}" for k in ("bits", "group_size") if k in qc]
+    return f"({', '.join(parts)})" if parts else ""

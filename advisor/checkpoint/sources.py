@@ -71,13 +71,9 @@ def read_json(path: str, *, required: bool) -> dict | None:
         if required:
             raise BadInput("missing (every checkpoint needs one)", path=path)
         return None
-    try:
-        with open(path, "rb") as f:
-            data = f.read(64 * 1024 * 1024 + 1)
-    except OSError as err:
-        raise BadInput(_os_problem(err), path=path) from None
-    if len(data) > 64 * 1024 * 1024:
-        raise BadInput("JSON file larger than 64 MB", path=path)
+    from advisor.textfile import JSON_LIMIT, read_bytes
+
+    data = read_bytes(path, limit_bytes=JSON_LIMIT, what="JSON file")   # a FIFO or /dev/zero: one line
     try:
         obj = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:

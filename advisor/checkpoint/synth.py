@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from advisor.checkpoint.arch import (layer_kinds, mtp_layers, num_experts, text_config, vision_config, head_dim,
-                                     _int, _first)
+                                     _int, _pos, _first)
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,9 @@ def modules_from_config(config: dict, *, quant_text: str = "") -> list[SynthModu
     mt = str(cfg.get("model_type") or config.get("model_type") or "")
     hint_prefix, hint_moe = naming_hints(quant_text)
     p = hint_prefix if hint_prefix is not None else _prefix(config, False)
-    H = _int(cfg.get("hidden_size"))
-    V = _int(cfg.get("vocab_size"))
+    # counts that are not positive integers are unknown (0, reported by the doctor), never negative sizes
+    H = _pos(cfg.get("hidden_size"))
+    V = _pos(cfg.get("vocab_size"))
     out: list[SynthModule] = []
     add = out.append
     add(SynthModule(p + ("embeddings" if mt.startswith("nemotron_h") else "embed_tokens"), V, H))
@@ -89,8 +90,9 @@ def _layer(cfg: dict, mt: str, b: str, mixer: str, ffn: str, H: int, nemotron: b
            moe_container: str | None = None) -> list[SynthModule]:
     out: list[SynthModule] = []
     add = out.append
-    heads = _int(cfg.get("num_attention_heads"))
-    kvh = _int(_first(cfg, "num_key_value_heads", "num_kv_heads"), heads)
+    heads = _pos(cfg.get("num_attention_heads"))
+    kv_raw = _first(cfg, "num_key_value_heads", "num_kv_heads")
+    kvh = heads if kv_raw is None else _pos(kv_raw)
     hd = head_dim(cfg)
     mix = "mixer." if nemotron else ""
     add(SynthModule(b + ("norm" if nemotron else "input_layernorm"), H, 1))
@@ -151,7 +153,7 @@ def _layer(cfg: dict, mt: str, b: str, mixer: str, ffn: str, H: int, nemotron: b
     gated = not nemotron and str(cfg.get("hidden_act", cfg.get("mlp_hidden_act", "silu"))) != "relu2"
     if ffn == "dense":
         m = b + (mix or "mlp.")
-        inter = _int(_first(cfg, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size"))
+        inter = _pos(_first(cfg, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size"))
         if gated:
             add(SynthModule(m + "gate_proj", inter, H))
         add(SynthModule(m + "up_proj", inter, H))
@@ -163,9 +165,9 @@ def _layer(cfg: dict, mt: str, b: str, mixer: str, ffn: str, H: int, nemotron: b
 
 def _moe(cfg: dict, mt: str, m: str, H: int, gated: bool) -> list[SynthModule]:
     E = num_experts(cfg)
-    inter = _int(_first(cfg, "moe_intermediate_size", "expert_intermediate_size"))
+    inter = _pos(_first(cfg, "moe_intermediate_size", "expert_intermediate_size"))
     if not inter:
-        inter = _int(cfg.get("intermediate_size"))
+        inter = _pos(cfg.get("intermediate_size"))
     out: list[SynthModule] = []
     if mt.startswith("gpt_oss"):  # fused 3-D expert parameters, router named "router"
         out.append(SynthModule(m + "router", E, H))

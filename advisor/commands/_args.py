@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 
 
+MAX_GPUS = 1024
+
+
 def _count(text: str) -> int:
     try:
         n = int(text)
@@ -16,7 +19,46 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number of GPUs, got {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"need at least 1 GPU, got {n}")
+    if n > MAX_GPUS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_GPUS} GPUs, got {n}")
     return n
+
+
+def number(lo: float = 0.0, hi: float | None = None, *, lo_ok: bool = False, what: str = "positive number"):
+    """argparse `type=` for a float that must be finite and within (lo, hi] ([lo, hi] with lo_ok):
+    nan/inf/1e308 stop here with exit 2 instead of failing deep inside the cost model."""
+    import math
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(v) or v < lo or (v == lo and not lo_ok):
+            raise argparse.ArgumentTypeError(f"must be a finite {what}, got {text!r}")
+        if hi is not None and v > hi:
+            raise argparse.ArgumentTypeError(f"must be at most {hi:g}, got {text!r}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
+
+
+def whole(lo: int = 1, hi: int | None = None):
+    """argparse `type=` for an int within [lo, hi] (exit 2 outside)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if v < lo or (hi is not None and v > hi):
+            bound = f"from {lo} to {hi}" if hi is not None else f"at least {lo}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {v}")
+        return v
+
+    parse.__name__ = "whole"
+    return parse
 
 
 def add_gpu_arguments(parser: argparse.ArgumentParser, *, default: str | None = "auto") -> None:

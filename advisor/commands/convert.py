@@ -18,10 +18,17 @@ def _size(text: str) -> int:
     unit = (mt.group(2) or "B").upper()
     mult = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
             "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}[unit]
-    return int(float(mt.group(1)) * mult)
+    size = int(float(mt.group(1)) * mult)
+    if size < 1:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"a shard must hold at least 1 byte, got {text!r}")
+    return size
 
 
 def add_arguments(parser) -> None:
+    from advisor.commands._args import whole
+
     parser.add_argument("source", metavar="SRC", help="BF16/FP16 safetensors checkpoint folder (never written)")
     parser.add_argument("destination", metavar="DST", help="output folder (must not exist or be empty)")
     parser.add_argument("--reference", metavar="REF",
@@ -36,7 +43,7 @@ def add_arguments(parser) -> None:
                              "precision; repeat for more")
     parser.add_argument("--max-shard-size", type=_size, default=10 * 10**9, metavar="SIZE",
                         help="shard size limit without a reference (default 10GB)")
-    parser.add_argument("--threads", type=int, default=None, metavar="N",
+    parser.add_argument("--threads", type=whole(1, 1024), default=None, metavar="N",
                         help="worker threads (default: CPU count, at most 8)")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.commands._args import add_checkpoint_argument, add_gpu_arguments
+from advisor.commands._args import MAX_GPUS, add_checkpoint_argument, add_gpu_arguments, whole
 
 NAME = "explain"
 HELP = "which kernel an engine runs for each layer class of a checkpoint on a GPU, and why"
@@ -54,8 +54,8 @@ def add_arguments(parser) -> None:
     g.add_argument("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype passed to the engine")
     g.add_argument("--env", action="append", type=_key_value, default=[], metavar="KEY=VAL",
                    help="environment override, e.g. VLLM_DISABLED_KERNELS=CutlassInt8ScaledMMLinearKernel")
-    g.add_argument("--tp", type=int, metavar="N", help="tensor-parallel size (default: --gpus)")
-    g.add_argument("--ep", type=int, default=1, metavar="N", help="expert-parallel size (default: 1)")
+    g.add_argument("--tp", type=whole(1, MAX_GPUS), metavar="N", help="tensor-parallel size (default: --gpus)")
+    g.add_argument("--ep", type=whole(1, MAX_GPUS), default=1, metavar="N", help="expert-parallel size (default: 1)")
 
 
 def options_from_args(args):

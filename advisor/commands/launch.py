@@ -15,34 +15,38 @@ def _devices(text: str) -> tuple[int, ...]:
     import argparse
 
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        devices = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1 — got {text!r}") from None
+    if not devices or any(d < 0 for d in devices):
+        raise argparse.ArgumentTypeError(f"expected GPU indices (0 or more) like 0,1 — got {text!r}")
+    return devices
 
 
 def add_arguments(parser) -> None:
-    from advisor.commands._args import add_gpu_arguments
+    from advisor.commands._args import MAX_GPUS, add_gpu_arguments, number, whole
 
     parser.add_argument("checkpoint", metavar="CHECKPOINT", nargs="?",
                         help="checkpoint folder (GGUF file for llamacpp); optional with --profile")
     parser.add_argument("--engine", choices=ENGINES, help="serving engine")
     parser.add_argument("--engine-version", metavar="V", help="target this engine version's flags (default: detect)")
     add_gpu_arguments(parser, default=None)
-    parser.add_argument("--port", type=int, help="port on 127.0.0.1 (default 8000)")
+    parser.add_argument("--port", type=whole(1, 65535), help="port on 127.0.0.1 (default 8000)")
     parser.add_argument("--served-model-name", metavar="NAME")
-    parser.add_argument("--tp", type=int, help="tensor parallel size (default: --gpus or 1)")
-    parser.add_argument("--pp", type=int, help="pipeline parallel size")
-    parser.add_argument("--nodes", type=int, help="nodes (more than 1: Ray cluster steps, vLLM only)")
+    parser.add_argument("--tp", type=whole(1, MAX_GPUS), help="tensor parallel size (default: --gpus or 1)")
+    parser.add_argument("--pp", type=whole(1, MAX_GPUS), help="pipeline parallel size")
+    parser.add_argument("--nodes", type=whole(1, MAX_GPUS), help="nodes (more than 1: Ray cluster steps, vLLM only)")
     parser.add_argument("--head-address", metavar="IP", help="multi-node: IP of the Ray head node")
     parser.add_argument("--kv-cache-dtype", metavar="DTYPE",
                         help="auto, bf16, fp16, fp8_e4m3, fp8_e5m2, nvfp4, q8_0, q4_0 (or the engine's own name)")
-    parser.add_argument("--max-batch", type=int, help="concurrent sequences")
-    parser.add_argument("--max-model-len", type=int, help="context length")
-    parser.add_argument("--max-batched-tokens", type=int)
-    parser.add_argument("--memory-share", type=float, help="fraction of GPU memory for the engine")
-    parser.add_argument("--chunked-prefill", type=int, metavar="TOKENS", help="chunk size; 0 disables where possible")
+    parser.add_argument("--max-batch", type=whole(1, 65536), help="concurrent sequences")
+    parser.add_argument("--max-model-len", type=whole(1, 10**8), help="context length")
+    parser.add_argument("--max-batched-tokens", type=whole(1, 10**8))
+    parser.add_argument("--memory-share", type=number(0, 1), help="fraction of GPU memory for the engine")
+    parser.add_argument("--chunked-prefill", type=whole(0, 10**8), metavar="TOKENS",
+                        help="chunk size; 0 disables where possible")
     parser.add_argument("--spec-method", choices=SPEC_METHODS, help="speculative decoding method")
-    parser.add_argument("--draft-tokens", type=int, help="tokens drafted per step (not counting the anchor)")
+    parser.add_argument("--draft-tokens", type=whole(1, 16), help="tokens drafted per step (not counting the anchor)")
     parser.add_argument("--draft-model", metavar="PATH", help="draft checkpoint")
     parser.add_argument("--linear-backend", metavar="NAME")
     parser.add_argument("--moe-backend", metavar="NAME")
@@ -53,12 +57,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--api-key-env", metavar="VAR", help="read the server API key from this environment variable")
     parser.add_argument("--extra-arg", action="append", default=None, metavar="ARG",
                         help="pass ARG to the engine unchanged (repeatable; use --extra-arg=--flag)")
-    parser.add_argument("--plan", metavar="PLAN.json", help="take settings (and the KV pool prediction) from `plan --json`")
+    parser.add_argument("--plan", metavar="PLAN.json",
+                        help="take settings (and the KV pool prediction) from `plan --json`")
     parser.add_argument("--profile", metavar="NAME", help="start from a saved launch profile")
     parser.add_argument("--save-profile", metavar="NAME", help="save these settings as a launch profile")
     parser.add_argument("--dry-run", action="store_true", help="print the command and exit")
     parser.add_argument("--check", action="store_true", help="start, wait until ready, run the kernel check, stop")
-    parser.add_argument("--ready-timeout", type=float, default=900.0, metavar="S", help="seconds (default 900)")
+    parser.add_argument("--ready-timeout", type=number(0, 7 * 86400), default=900.0, metavar="S",
+                        help="seconds (default 900)")
     parser.add_argument("--log", metavar="FILE", help="server log file (default: user data dir)")
     parser.add_argument("--follow", action="store_true", help="echo the server log to stderr")
     parser.add_argument("--stop-leftovers", action="store_true",
@@ -88,11 +94,11 @@ def build_settings(args, environ):
     if not model or not engine:
         raise UsageError("give CHECKPOINT and --engine (or --profile NAME)")
     if args.plan:
+        from advisor.textfile import read_text
+
         try:
-            plan_doc = json.loads(open(args.plan, encoding="utf-8").read())
-        except OSError as err:
-            raise BadInput(f"cannot read: {err.strerror}", path=args.plan) from None
-        except ValueError as err:
+            plan_doc = json.loads(read_text(args.plan, what="plan file"))
+        except (ValueError, RecursionError) as err:
             raise BadInput(f"not JSON: {err}", path=args.plan) from None
         if not isinstance(plan_doc, dict) or "recommendation" not in plan_doc:
             raise BadInput("not a `plan --json` document (no recommendation)", path=args.plan)
@@ -146,9 +152,12 @@ def _with_scheme(settings):
     if settings.checkpoint_scheme or not Path(settings.model).is_dir():
         return settings
     from advisor.checkpoint.inspect import inspect_checkpoint
+    from advisor.textfile import NotRegularFile
 
     try:
         info = inspect_checkpoint(settings.model)
+    except NotRegularFile:
+        raise                                   # a FIFO/device config would hang the engine as well
     except (AdvisorError, OSError, ValueError):
         return settings
     return dataclasses.replace(settings, checkpoint_scheme=info.label, checkpoint_moe=info.arch.moe is not None)
@@ -176,6 +185,59 @@ def _explanation(args, settings, notes, version, cmd):
     except AdvisorError as err:
         notes.append(f"kernel prediction skipped: {err}")
         return None
+
+
+def _check_tp(args, settings) -> None:
+    """The TP check plan and explain make (heads and experts divisible, enough GPUs), for a checkpoint
+    readable here (a folder or a bundled demo); the engine would refuse the same --tp at start-up."""
+    from pathlib import Path
+
+    if not settings.tp or settings.tp == 1:
+        return
+    if not (settings.model.startswith("demo:") or Path(settings.model).is_dir()):
+        return
+    from advisor.checkpoint.inspect import inspect_checkpoint
+    from advisor.cost.feasibility import check_tp
+    from advisor.errors import AdvisorError
+
+    try:
+        info = inspect_checkpoint(settings.model)
+    except (AdvisorError, OSError, ValueError):
+        return                              # unreadable: the engine's own check still applies
+    check_tp(settings.tp, args.gpus or settings.tp, info.arch)
+
+
+# Flags the supervisor relies on: an --extra-arg repeating them would make readiness poll the wrong place.
+_SUPERVISED = ("--port", "--host")
+
+
+def extra_arg_overrides(cmd) -> list[str]:
+    """Warnings for --extra-arg flags that repeat one the generated command already sets (the engine
+    takes the last one); refuses --port/--host, which readiness polling depends on."""
+    from advisor.errors import UsageError
+
+    extra = list(cmd.settings.extra_args or ())
+    if not extra:
+        return []
+    base = list(cmd.argv[:len(cmd.argv) - len(extra)]) if tuple(cmd.argv[-len(extra):]) == tuple(extra) \
+        else list(cmd.argv)
+    set_here: dict[str, str] = {}
+    for i, a in enumerate(base):
+        if a.startswith("--"):
+            name, eq, val = a.partition("=")
+            set_here[name] = val if eq else (base[i + 1] if i + 1 < len(base) and not base[i + 1].startswith("--")
+                                             else "")
+    out = []
+    for a in extra:
+        name = a.partition("=")[0]
+        if not name.startswith("--") or name not in set_here:
+            continue
+        shown = f"{name} {set_here[name]}".strip()
+        if name in _SUPERVISED:
+            raise UsageError(f"--extra-arg {name} overrides {shown}, but readiness polls {set_here[name]}: "
+                             f"use the advisor's own {name} instead")
+        out.append(f"--extra-arg {name} overrides {shown} that the command already sets (the engine takes the last)")
+    return out
 
 
 def launch_options(cmd, rules, environ):
@@ -259,8 +321,10 @@ def _run(args):
 
     settings, key_env, plan_doc = build_settings(args, os.environ)
     settings = _with_scheme(settings)
+    _check_tp(args, settings)
     detected = None if settings.version else detect_version(settings.engine)
     cmd = build_command(settings, detected)
+    overridden = extra_arg_overrides(cmd)
     payload = {"command": cmd, "dry_run": bool(args.dry_run)}
     doc = report.command_doc(cmd)
     if args.save_profile:
@@ -282,6 +346,7 @@ def _run(args):
                             f"in place of {settings.model}")
         if predicted_fail:
             warnings.append(f"explain predicts this will not run: {explanation.summary}")
+        warnings += overridden
         payload.update(warnings=warnings, notes=notes)
         if warnings:
             doc = doc + Doc((Bullets(tuple(warnings), title="Before you run it", style="warn"),))
@@ -312,6 +377,9 @@ def _run(args):
             doc = doc + Doc((Bullets(tuple(f"pid {r.pid}: {r.engine} on port {r.port} — {r.command_line}" for r in left),
                                      title="Servers left running by an earlier run (stop: --stop-leftovers)",
                                      style="warn"),))
+    for text in overridden:
+        say(f"warning: {text}")
+    notes += overridden
     if predicted_fail:
         # said before the (possibly long) load, which is expected to end in an error
         say(f"warning: explain predicts this will not run: {explanation.summary}")

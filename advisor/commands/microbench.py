@@ -11,19 +11,39 @@ ORDER = 70
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from advisor.commands._args import number, whole
+
     parser.add_argument("--shapes-from", metavar="CHECKPOINT",
                         help="benchmark the dominant projection shapes (K x N) of this checkpoint "
                              "(default: 5120 x 17408)")
     parser.add_argument("--m", metavar="LIST", default=None,
                         help="token counts M to sweep, comma-separated (default: 1,4,16,128,2048,8192)")
-    parser.add_argument("--device", metavar="INDEX", type=int, default=0, help="CUDA device index (default: 0)")
-    parser.add_argument("--budget", metavar="SECONDS", type=float, default=600.0,
+    parser.add_argument("--device", metavar="INDEX", type=whole(0, 1023), default=0,
+                        help="CUDA device index (default: 0)")
+    parser.add_argument("--budget", metavar="SECONDS", default=600.0,
+                        type=number(0, 7 * 86400, lo_ok=True, what="number of seconds, 0 or more"),
                         help="wall-clock budget; late cases are reported as skipped (default: 600)")
     parser.add_argument("--no-save", action="store_true", help="do not write the calibration file")
 
 
 def gpu_unavailable() -> str | None:
-    """One line saying why no GPU benchmark can run here, or None when one can."""
+    """One line saying why no GPU benchmark can run here, or None when one can. The packages are
+    looked up and the driver asked through NVML before torch is imported: that import alone takes
+    seconds, wasted on a machine without a GPU."""
+    import importlib.util
+
+    for name in ("torch", "triton"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return f"{name} not installed (pip install 'nvfp4-advisor[kernels]')"
+    from advisor.probe import probe
+
+    seen = probe()
+    if not seen.devices:
+        return f"no CUDA GPU here ({seen.message})"
     try:
         import torch
     except ImportError:

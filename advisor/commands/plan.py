@@ -9,18 +9,26 @@ ORDER = 50
 
 
 def _floats(text: str) -> tuple[float, ...]:
+    """--acceptance: per-position acceptance rates, each a probability in [0, 1]."""
     import argparse
+    import math
 
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
+        rates = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not rates:
+        raise argparse.ArgumentTypeError(f"expected at least one rate, got {text!r}")
+    bad = [r for r in rates if not (math.isfinite(r) and 0 <= r <= 1)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"acceptance rates are probabilities in [0, 1], got {bad[0]:g}")
+    return rates
 
 
 def add_arguments(parser) -> None:
     import argparse
 
-    from advisor.commands._args import add_checkpoint_argument, add_gpu_arguments
+    from advisor.commands._args import MAX_GPUS, add_checkpoint_argument, add_gpu_arguments, number, whole
 
     add_checkpoint_argument(parser)
     add_gpu_arguments(parser)
@@ -31,33 +39,35 @@ def add_arguments(parser) -> None:
     parser.add_argument("--workloads", metavar="YAML", default=None,
                         help="your own workload profiles file (same format as profiles/workloads.yaml)")
     what = parser.add_argument_group("what-if overrides")
-    what.add_argument("--vram", metavar="GB", type=float, help="VRAM per GPU in GiB (modded cards)")
-    what.add_argument("--power-limit", metavar="W", type=float, help="the card's power limit")
-    what.add_argument("--bandwidth", metavar="GB/s", type=float, help="DRAM bandwidth instead of the table's")
-    what.add_argument("--pcie-gen", type=int, help="PCIe generation between the GPUs (TP all-reduce)")
-    what.add_argument("--pcie-lanes", type=int, help="PCIe lanes per GPU")
+    what.add_argument("--vram", metavar="GB", type=number(0, 10240),
+                      help="VRAM per GPU in GiB (modded cards; at most 10240)")
+    what.add_argument("--power-limit", metavar="W", type=number(0, 10000), help="the card's power limit")
+    what.add_argument("--bandwidth", metavar="GB/s", type=number(0, 100000),
+                      help="DRAM bandwidth instead of the table's")
+    what.add_argument("--pcie-gen", type=whole(3, 6), help="PCIe generation between the GPUs (TP all-reduce)")
+    what.add_argument("--pcie-lanes", type=whole(1, 32), help="PCIe lanes per GPU")
     what.add_argument("--nvlink", action=argparse.BooleanOptionalAction, default=None,
                       help="the GPUs are (--nvlink) or are not (--no-nvlink) joined by NVLink "
                            "(default: the probed topology, else NVLink only for SXM-class datacenter parts)")
     what.add_argument("--no-calibration", action="store_true", help="ignore saved microbench calibration")
     fixed = parser.add_argument_group("settings you already fixed (the tuner keeps them)")
     fixed.add_argument("--kv-cache-dtype", metavar="DTYPE", help="engine KV-cache dtype flag value")
-    fixed.add_argument("--max-batch", type=int, help="max concurrent sequences (max-num-seqs)")
-    fixed.add_argument("--memory-share", type=float, help="engine memory fraction (gpu-memory-utilization)")
-    fixed.add_argument("--chunked-prefill", type=int, help="chunked-prefill size in tokens")
-    fixed.add_argument("--tp", type=int, help="tensor-parallel size")
-    fixed.add_argument("--draft-tokens", type=int, help="speculative draft tokens k (0 = off)")
+    fixed.add_argument("--max-batch", type=whole(1, 65536), help="max concurrent sequences (max-num-seqs)")
+    fixed.add_argument("--memory-share", type=number(0), help="engine memory fraction (gpu-memory-utilization)")
+    fixed.add_argument("--chunked-prefill", type=whole(1, 10**8), help="chunked-prefill size in tokens")
+    fixed.add_argument("--tp", type=whole(1, MAX_GPUS), help="tensor-parallel size")
+    fixed.add_argument("--draft-tokens", type=whole(0, 16), help="speculative draft tokens k, 0..16 (0 = off)")
     fixed.add_argument("--spec-method", choices=("mtp", "eagle", "eagle3", "dflash", "ngram", "draft_model"),
                        help="speculative method (default: the checkpoint's MTP head, else n-gram)")
     fixed.add_argument("--acceptance", type=_floats, metavar="A1,A2,...",
                        help="measured per-position draft acceptance rates")
-    fixed.add_argument("--draft-bytes", type=float, metavar="BYTES", help="bytes one draft pass reads")
+    fixed.add_argument("--draft-bytes", type=number(0, 1e15), metavar="BYTES", help="bytes one draft pass reads")
     graphs = fixed.add_mutually_exclusive_group()
     graphs.add_argument("--cuda-graphs", dest="cuda_graphs", action="store_true", default=None,
                         help="CUDA graphs on")
     graphs.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", help="eager mode")
-    fixed.add_argument("--context", type=int, metavar="TOKENS", help="context length to cost decode at")
-    fixed.add_argument("--prompt", type=int, metavar="TOKENS", help="prompt length to cost prefill at")
+    fixed.add_argument("--context", type=whole(1, 10**8), metavar="TOKENS", help="context length to cost decode at")
+    fixed.add_argument("--prompt", type=whole(1, 10**8), metavar="TOKENS", help="prompt length to cost prefill at")
 
 
 def probed_device(selection, probe_result):
@@ -83,8 +93,10 @@ def probed_nvlink(selection, probe_result) -> bool | None:
 def _positive(name: str, value) -> None:
     from advisor.errors import UsageError
 
-    if value is not None and value <= 0:
-        raise UsageError(f"{name} must be positive (got {value:g})")
+    import math
+
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise UsageError(f"{name} must be a finite positive number (got {value:g})")
 
 
 def overrides_from_args(args, device=None, nvlink: bool | None = None):
@@ -131,7 +143,9 @@ def run(args):
     from advisor.kernel_path.options import InstallOptions
     from advisor.probe import probe
 
-    engine, _, version = args.engine.partition("@")
+    from advisor.kernel_path.rules import parse_engine_spec
+
+    engine, version = parse_engine_spec(args.engine)   # unknown engine: exit 2 with the list, as explain
     workload = get_workload(args.workload, args.workloads)
     probe_result = probe()            # also for an id: a probed card brings its uuid and power limit
     selection = selection_from_args(args, probe_result)
@@ -145,7 +159,7 @@ def run(args):
     if not args.no_calibration:
         uuid = device.nvml.uuid if device is not None else None
         calibration = load_calibration(gpu.id, uuid)
-    explanation, plan = explain_and_plan(checkpoint, gpu, gpus=n, engine=engine, version=version or None,
+    explanation, plan = explain_and_plan(checkpoint, gpu, gpus=n, engine=engine, version=version,
                                          workload=workload, overrides=overrides, calibration=calibration,
                                          options=options)
     payload = plan.to_json()

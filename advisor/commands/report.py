@@ -37,6 +37,7 @@ def add_arguments(parser) -> None:
                         help="workload profile: interactive, agents, long-context, batch (default: interactive)")
     parser.add_argument("--format", choices=FORMATS, help="md, json or html (default: from the -o suffix, else md)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the report")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists (a regular file only)")
     parser.add_argument("--port", type=int, default=8000, help="port in the generated launch command (default 8000)")
     parser.add_argument("--api-key", metavar="KEY",
                         help="API key the launch command sets (shown as *** in the report)")
@@ -157,17 +158,13 @@ def _extras(args, analysis, calibration):
     out = []
     plan = analysis.plan
     if args.launch_log:
-        from pathlib import Path
-
-        from advisor.errors import BadInput
+        from advisor.textfile import LOG_TAIL, read_text
         from launchers.kernel_check import check
         from launchers.report import kernel_check_doc
         from launchers.settings import predicted_kv_tokens
 
-        try:
-            lines = Path(args.launch_log).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError as err:
-            raise BadInput(f"cannot read: {err.strerror}", path=args.launch_log) from None
+        # a long-running engine's log can be huge: its start-up lines are near the end of the last run
+        lines = read_text(args.launch_log, limit_bytes=LOG_TAIL, what="launch log", tail=True).splitlines()
         kc = check(lines, analysis.explanation, predicted_kv_tokens(plan) if plan is not None else None)
         doc = kernel_check_doc(kc)
         data = {"rows": [{"layer_class": r.layer_class, "predicted": r.predicted, "observed": list(r.observed),
@@ -266,7 +263,7 @@ def run(args):
     for spec in args.engine[1:]:
         parse_engine_spec(spec)                       # every engine name checked before any work
     local_ck = not args.checkpoint.startswith("demo:") and Path(args.checkpoint).expanduser().exists()
-    target = check_target(args.output, (args.checkpoint,) if local_ck else ())
+    target = check_target(args.output, (args.checkpoint,) if local_ck else (), overwrite=args.force)
 
     probe_result = probe()             # also for an id: a probed card of that model is a real fingerprint
     selection = selection_from_args(args, probe_result)
@@ -288,7 +285,7 @@ def run(args):
                         compare=compare, engines=args.engine, launch=_launch(args, analysis, engine),
                         extras=_extras(args, analysis, calibration), calibration=calibration,
                         overrides=overrides, scrubber=scrub)
-    report, path, size = export(req, target)
+    report, path, size = export(req, target, overwrite=args.force)
     summary = {"path": str(path), "format": fmt, "bytes": size,
                "sections": [b.text for b in report.doc.blocks if isinstance(b, Heading) and b.level <= 2],
                "errors": dict(analysis.errors)}

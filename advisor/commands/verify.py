@@ -9,11 +9,13 @@ ORDER = 91
 
 
 def add_arguments(parser) -> None:
+    from advisor.commands._args import whole
+
     parser.add_argument("candidate", metavar="CANDIDATE", nargs="?",
                         help="NVFP4 folder to check, or a BF16 folder to convert and check; "
                              "omit it to round-trip the reference through dequantize + requantize")
     parser.add_argument("--reference", metavar="REF", required=True, help="ModelOpt NVFP4 checkpoint folder")
-    parser.add_argument("--threads", type=int, default=None, metavar="N",
+    parser.add_argument("--threads", type=whole(1, 1024), default=None, metavar="N",
                         help="worker threads (default: CPU count, at most 8)")
 
 

@@ -39,10 +39,10 @@ class Checkpoint:
 
 
 def _load_json(path: Path) -> dict:
+    from advisor.textfile import read_text
+
     try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise BadInput(f"cannot read: {err.strerror or err}", path=str(path)) from None
+        data = json.loads(read_text(path, what="JSON file"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise BadInput(f"invalid JSON: {err}", path=str(path)) from None
     if not isinstance(data, dict):

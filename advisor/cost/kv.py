@@ -121,10 +121,15 @@ def layout(arch: ArchInfo, tp: int = 1, draft_layers: int = 0, swa_ratio: float 
         heads = 0.0
         notes.append("MLA: one latent (kv_lora_rank + qk_rope_head_dim) per token, replicated per TP rank")
     else:
-        kvh = arch.num_kv_heads or arch.num_attention_heads
-        head_dim = arch.head_dim or (arch.hidden_size // max(arch.num_attention_heads, 1))
-        heads = kvh / tp if kvh >= tp else 1.0   # fewer KV heads than ranks: each rank keeps a copy
-        vals = 2.0 * heads * head_dim
+        # arch_info resolves an absent KV-heads key to the attention heads: 0 here means invalid/unknown
+        kvh = arch.num_kv_heads
+        head_dim = arch.head_dim or (arch.hidden_size // arch.num_attention_heads if arch.num_attention_heads > 0 else 0)
+        if kvh <= 0 or head_dim <= 0:
+            heads, vals = 0.0, 0.0               # unknown: KV figures become N/A, never a made-up pool
+            notes.append("KV heads or head size unknown (see inspect's findings): KV figures are N/A")
+        else:
+            heads = kvh / tp if kvh >= tp else 1.0   # fewer KV heads than ranks: each rank keeps a copy
+            vals = 2.0 * heads * head_dim
     return KvLayout(full, window_layers, arch.sliding_window, linear, vals, heads,
                     arch.mla is not None, arch.max_position_embeddings, "; ".join(notes), draft_layers,
                     swa_ratio if window_layers and full else None)

@@ -265,6 +265,11 @@ def _availability(ctx, s, preds: Predictions, single, pf, derivations: dict) -> 
         if pf.unknown:
             why = f"{', '.join(pf.unknown)} unknown on {ctx.gpu.id} (GPU table null)"
             na["prefill_tok_s"] = na["prefill_seconds"] = why
+    lay = ctx.kv_layout(s)
+    if not lay.mla and lay.values_per_layer_token <= 0 and (lay.full_layers or lay.window_layers):
+        why = "KV heads or head size unknown in the config (see inspect's findings): no KV figure can be sized"
+        for f in ("kv_pool_tokens", "max_context_per_request", "max_concurrency_at_context"):
+            na.setdefault(f, why)
     changes: dict = {"upper_bound": ctx.model.eff.upper_bound}
     if na:
         changes["na"] = na

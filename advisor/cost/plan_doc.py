@@ -113,8 +113,9 @@ def to_doc(plan: Plan) -> Doc:
             ("bound", _bound(p)),
             ("prefill", _speed(p, "prefill_tok_s", f"{_n(p.prefill_tok_s, '{:,.0f}')} tok/s — "
                                                    f"{_n(p.prefill_seconds, '{:.2f}')} s for {w.prompt_tokens:,} tokens")),
-            ("KV pool", f"{p.kv_pool_tokens.get(r.kv_cache_dtype, 0):,} tokens ({r.kv_cache_dtype})"
-                        + _after_state(p.recurrent_state, r.max_batch)),
+            ("KV pool", _na(p, "kv_pool_tokens") if "kv_pool_tokens" in (getattr(p, "na", None) or {}) else
+             f"{p.kv_pool_tokens.get(r.kv_cache_dtype, 0):,} tokens ({r.kv_cache_dtype})"
+             + _after_state(p.recurrent_state, r.max_batch)),
             ("max context / request", _na(p, "max_context_per_request") if "max_context_per_request" in
              (getattr(p, "na", None) or {}) else f"{p.max_context_per_request:,} tokens at batch "
                                                  f"{max(1, min(w.concurrency, r.max_batch))}"),

@@ -57,11 +57,12 @@ def make_report(req: ExportRequest) -> Report:
     return report
 
 
-def export(req: ExportRequest, target: str | Path) -> tuple[Report, Path, int]:
-    """Build, render and atomically write the report; returns it, the path and the bytes written."""
+def export(req: ExportRequest, target: str | Path, *, overwrite: bool = False) -> tuple[Report, Path, int]:
+    """Build, render and atomically write the report; returns it, the path and the bytes written.
+    An existing regular file is replaced only with ``overwrite``; never a symlink, FIFO or device."""
     from advisor.report.output import render, write_atomic
 
     report = make_report(req)
     text = render(report, req.fmt)
-    path = write_atomic(target, text)
+    path = write_atomic(target, text, overwrite=overwrite)
     return report, path, len(text.encode("utf-8"))

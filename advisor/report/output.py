@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -57,8 +59,34 @@ def render(report, fmt: str) -> str:
     raise UsageError(f"unknown report format {fmt!r} (choose from {', '.join(FORMATS)})")
 
 
-def check_target(path: str | Path, protect: tuple[str | Path, ...] = ()) -> Path:
-    """Refuse a missing directory, a directory as target, and anything inside a protected path."""
+EXISTS_HINT = "add --force to overwrite it"
+
+
+def _existing(target: Path, overwrite: bool, exists_hint: str) -> None:
+    """Refuse an existing target that is not a plain regular file, and one the user did not allow
+    us to replace. A device, FIFO or symlink would be *replaced* by the rename in write_atomic."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        from advisor.textfile import os_problem
+
+        raise BadInput(f"cannot check the output file ({os_problem(err)})", path=str(target)) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise BadInput("is a symbolic link; refusing to replace it (name the file itself)", path=str(target))
+    if stat.S_ISDIR(st.st_mode):
+        raise BadInput("is a directory; give a file name", path=str(target))
+    if not stat.S_ISREG(st.st_mode):
+        raise BadInput("not a regular file (FIFO, socket or device); refusing to write to it", path=str(target))
+    if not overwrite:
+        raise BadInput(f"already exists; {exists_hint}", path=str(target))
+
+
+def check_target(path: str | Path, protect: tuple[str | Path, ...] = (), *, overwrite: bool = False,
+                 exists_hint: str = EXISTS_HINT) -> Path:
+    """Refuse a missing directory, a directory, a symlink, FIFO, socket or device as target, an
+    existing file unless ``overwrite``, and anything inside a protected path."""
     target = Path(path).expanduser()
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
@@ -75,24 +103,37 @@ def check_target(path: str | Path, protect: tuple[str | Path, ...] = ()) -> Path
         # file next to them is fine).
         if resolved == pr or (pr.is_dir() and pr in resolved.parents and resolved.exists()):
             raise BadInput("refusing to overwrite a file of the checkpoint", path=str(target))
+    _existing(target, overwrite, exists_hint)
     return target
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write via a temp file in the same directory + rename: a reader never sees half a report."""
+def write_atomic(path: str | Path, text: str, *, overwrite: bool = False, exists_hint: str = EXISTS_HINT) -> Path:
+    """Write via a temp file in the same directory + rename: a reader never sees half a report.
+    The target is checked again here (it may have changed since check_target); any OS failure is
+    one BadInput line naming the target, never the temp file."""
+    from advisor.textfile import os_problem
+
     target = Path(path).expanduser()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent or "."))
+    _existing(target, overwrite, exists_hint)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent or "."))
+    except OSError as err:
+        problem = os_problem(err) if err.errno != errno.ENOENT else "the folder does not accept new files"
+        raise BadInput(f"cannot write the file here ({problem})", path=str(target)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
+        _existing(target, overwrite, exists_hint)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(err, OSError):
+            raise BadInput(f"cannot write the file ({os_problem(err)})", path=str(target)) from None
         raise
     return target

@@ -357,8 +357,9 @@ def microbench_doc(analysis: Any, *, on_progress: Callable[[str], None] | None =
 
 
 def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path, *, launch_line: str = "",
-                  launch_engine: str | None = None) -> Path:
-    """The report of what the TUI shows; secrets, GPU UUIDs and host paths scrubbed like `report`."""
+                  launch_engine: str | None = None, overwrite: bool = False) -> Path:
+    """The report of what the TUI shows; secrets, GPU UUIDs and host paths scrubbed like `report`.
+    An existing file is replaced only with ``overwrite`` (the user pressed Export twice)."""
     import os
 
     from advisor import __version__
@@ -373,7 +374,8 @@ def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path, *, lau
     if analysis is None or analysis.checkpoint is None:
         raise UsageError("nothing to export: load a checkpoint first")
     sel = analysis.selection
-    path = check_target(path, protect=(sel.checkpoint,) if not sel.checkpoint.startswith("demo:") else ())
+    path = check_target(path, protect=(sel.checkpoint,) if not sel.checkpoint.startswith("demo:") else (),
+                        overwrite=overwrite, exists_hint="press Export again to overwrite it")
     command = (f"nvfp4-advisor report {shlex.quote(sel.checkpoint)} --gpu {sel.gpu_id} --gpus {sel.gpus} "
                f"--engine {sel.engine} --workload {sel.workload} --format {fmt} -o {shlex.quote(str(path))}")
     header = Header(tool_version=__version__, generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -389,5 +391,5 @@ def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path, *, lau
         launch = (LaunchCommand(engine=launch_engine or sel.engine, command_line=launch_line),)
     scrubber = scrubber_for(os.environ, home=str(Path.home()), cwd=os.getcwd(), probe_result=probe_result)
     _, written, _ = export(ExportRequest(analysis=analysis, header=header, fmt=fmt, hardware=hardware,
-                                         launch=launch, scrubber=scrubber), path)
+                                         launch=launch, scrubber=scrubber), path, overwrite=overwrite)
     return written

@@ -536,11 +536,12 @@ class AdvisorApp(App):
             self.call_from_thread(self.notify, msg, title="not exported", severity="warning")
             self.call_from_thread(self.query_one("#export-view", DocView).message, msg, "warn")
             return
-        self._overwrite = None
+        confirmed, self._overwrite = self._overwrite == path, None
         try:
             line = self.query_one("#launch-command", TextArea).text.strip()
             written = actions.export_report(self.analysis, self.probe_result, str(fmt), path,
-                                            launch_line=line, launch_engine=self.launch_engine)
+                                            launch_line=line, launch_engine=self.launch_engine,
+                                            overwrite=confirmed)
         except (AdvisorError, OSError) as err:
             self.call_from_thread(self.notify, str(err), title="export failed", severity="error")
             self.call_from_thread(self.query_one("#export-view", DocView).message, str(err), "bad")

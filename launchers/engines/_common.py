@@ -10,7 +10,9 @@ def map_value(engine: str, what: str, value: str, table: dict[str, str | None]) 
     mapped = table.get(value)
     if mapped is None:
         ok = ", ".join(k for k, v in table.items() if v is not None)
-        raise Unsupported(f"{engine} has no {what} {value!r} (supported here: {ok})")
+        # a name no engine knows is a typo (exit 2, as plan/explain); a known one this engine lacks: exit 4
+        error = UsageError if value not in table else Unsupported
+        raise error(f"{engine} has no {what} {value!r} (supported here: {ok})")
     return mapped
 
 

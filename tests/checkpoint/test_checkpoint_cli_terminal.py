@@ -102,17 +102,17 @@ def test_human_rows_match_json(tmp_path, capsys):
         assert row[4] == compact_bytes(m["stored_bytes"])
 
 
-@pytest.mark.parametrize("config", [
-    {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "vocab_size": 50257},                # other key names
-    {**LLAMA_CONFIG, "hidden_size": "big", "num_hidden_layers": [3]},                         # wrong types
+@pytest.mark.parametrize("config,exit_code", [
+    ({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "vocab_size": 50257}, 4),          # other key names
+    ({**LLAMA_CONFIG, "hidden_size": "big", "num_hidden_layers": [3]}, 3),                   # wrong types: bad input
 ])
-def test_config_only_without_usable_sizes_is_an_error_not_zeros(tmp_path, capsys, config):
+def test_config_only_without_usable_sizes_is_an_error_not_zeros(tmp_path, capsys, config, exit_code):
     folder = tmp_path / "cfg"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(config))
     code = main(["inspect", str(folder)])
     err = capsys.readouterr().err.strip()
-    assert code == 4 and "\n" not in err and "config.json" in err and "cannot size" in err
+    assert code == exit_code and "\n" not in err and "config.json" in err and "cannot size" in err
 
 
 def test_fifo_shard_is_refused_not_waited_on(tmp_path):

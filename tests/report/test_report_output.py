@@ -34,7 +34,7 @@ def test_never_overwrites_a_checkpoint_file(demo_folder, capsys):
 def test_atomic_write_replaces_and_leaves_no_temp_files(tmp_path):
     target = tmp_path / "r.md"
     target.write_text("old report")
-    assert run_cli(["report", DEMO, "--gpu", "rtx-3090", "-o", target]) == 0
+    assert run_cli(["report", DEMO, "--gpu", "rtx-3090", "-o", target, "--force"]) == 0
     assert target.read_text().startswith("# nvfp4-advisor report")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.md"]
 
