@@ -30,6 +30,12 @@ def _path(name: str, directory: Path | None) -> Path:
 
 
 def save(name: str, settings: ServeSettings, *, api_key_env: str | None = None, directory: Path | None = None) -> Path:
+    from advisor.redact import argv_secrets
+
+    if argv_secrets(settings.extra_args):
+        # a profile is a plain file: a key belongs in the environment, named by --api-key-env
+        raise BadInput("a launch profile does not store secrets: pass the key with --api-key-env VAR instead of "
+                       "--extra-arg", path=str(_path(name, directory)))
     data = dataclasses.asdict(dataclasses.replace(settings, api_key=None))
     data.pop("api_key")
     data["api_key_env"] = api_key_env

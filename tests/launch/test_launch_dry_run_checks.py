@@ -54,3 +54,13 @@ def test_a_plan_without_a_launch_line_is_refused(tmp_path, capsys):
     assert main(["launch", str(ckpt), "--engine", "vllm", "--plan", str(plan), "--dry-run"]) == 4
     err = capsys.readouterr().err
     assert "no launch line" in err and "need at least 2" in err
+
+
+def test_a_profile_never_stores_a_secret_extra_arg(tmp_path, capsys):
+    ckpt = _copy_demo(tmp_path, "qwen3-8b-nvfp4")
+    rc = main(["launch", str(ckpt), "--engine", "vllm", "--dry-run", "--extra-arg=--api-key=SECRET123",
+               "--save-profile", "p1"])
+    assert rc == 3 and "--api-key-env" in capsys.readouterr().err
+    from launchers import profiles
+
+    assert "p1" not in profiles.list_names()
