@@ -63,11 +63,16 @@ def _group_scale(w, s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.c
 
 
 @triton.jit
-def _f16_pair(f):
-    """uint32 holding two fp16 bit patterns -> (low half, high half) as fp16."""
-    lo = (f & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
-    hi = (f >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+def _half_pair(f, DT: tl.constexpr):
+    """uint32 holding two 16-bit float patterns -> (low half, high half) as DT (fp16 or bf16)."""
+    lo = (f & 0xFFFF).to(tl.uint16).to(DT, bitcast=True)
+    hi = (f >> 16).to(tl.uint16).to(DT, bitcast=True)
     return lo, hi
+
+
+@triton.jit
+def _f16_pair(f):
+    return _half_pair(f, tl.float16)
 
 
 @triton.jit
@@ -117,10 +122,7 @@ def e2m1_bf16_pair(x, J: tl.constexpr):
 
 @triton.jit
 def _bf16_pair(f):
-    """uint32 holding two bf16 bit patterns -> (low half, high half) as bf16."""
-    lo = (f & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    hi = (f >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    return lo, hi
+    return _half_pair(f, tl.bfloat16)
 
 
 @triton.jit

@@ -90,21 +90,10 @@ def probed_nvlink(selection, probe_result) -> bool | None:
     return all(k in ("nvlink", "nvswitch") for k in kinds)
 
 
-def _positive(name: str, value) -> None:
-    from advisor.errors import UsageError
-
-    import math
-
-    if value is not None and (not math.isfinite(value) or value <= 0):
-        raise UsageError(f"{name} must be a finite positive number (got {value:g})")
-
-
 def overrides_from_args(args, device=None, nvlink: bool | None = None):
     from advisor.cost.overrides import Overrides
 
-    for name in ("vram", "power_limit", "bandwidth", "max_batch", "chunked_prefill", "tp", "context",
-                 "prompt", "draft_bytes", "pcie_gen", "pcie_lanes"):
-        _positive("--" + name.replace("_", "-"), getattr(args, name, None))
+    # numeric flags are range-checked by their argparse types (advisor.commands._args.number/whole)
     if args.memory_share is not None and not 0 < args.memory_share <= 1:
         from advisor.errors import UsageError
 
@@ -125,9 +114,6 @@ def overrides_from_args(args, device=None, nvlink: bool | None = None):
         prompt_tokens=args.prompt, pcie_gen=pcie_gen, pcie_lanes=pcie_lanes,
         nvlink=getattr(args, "nvlink", None) if getattr(args, "nvlink", None) is not None else nvlink)
 
-
-# Re-exported: the report command imports it from here.
-from advisor.analysis import kv_decisions  # noqa: E402,F401
 
 
 def run(args):

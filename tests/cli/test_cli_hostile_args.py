@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from advisor import cli, commands
+from advisor import cli
+from cli_fakes import install_fake_command
 from advisor.errors import BadInput
 
 DEMO = "demo:qwen3-8b-nvfp4"          # 32 attention heads, 8 KV heads
@@ -59,12 +60,7 @@ def test_json_after_double_dash_is_not_the_flag(capsys):
     assert code == 2 and out == ""
 
 
-def _fake(monkeypatch, behaviour):
-    mod = type("M", (), {})()
-    mod.NAME, mod.HELP, mod.ORDER = "fake", "a fake command", 999
-    mod.add_arguments = lambda p: None
-    mod.run = behaviour
-    monkeypatch.setattr(commands, "discover", lambda: [mod])
+_fake = install_fake_command
 
 
 @pytest.mark.parametrize("exc,code,needle", [

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from advisor import cli, commands
+from cli_fakes import install_fake_command
 from advisor.commands import Outcome
 from advisor.doc import Doc, Paragraph
 from advisor.errors import BadInput
@@ -26,12 +27,7 @@ def test_every_command_module_is_complete_and_listed(capsys):
     assert all(n in out for n in names)
 
 
-def _fake(monkeypatch, behaviour):
-    mod = type("M", (), {})()
-    mod.NAME, mod.HELP, mod.ORDER = "fake", "a fake command", 999
-    mod.add_arguments = lambda p: None
-    mod.run = behaviour
-    monkeypatch.setattr(commands, "discover", lambda: [mod])
+_fake = install_fake_command
 
 
 def test_bad_input_is_one_line_with_exit_3(monkeypatch, capsys):
