@@ -117,7 +117,7 @@ def explain_plan_kv(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ver
     if options is None:
         options = InstallOptions(kv_cache_dtype=getattr(overrides, "kv_cache_dtype", None),
                                  tp=getattr(overrides, "tp", None))
-    eng = load_engine_memory(engine)
+    eng = load_engine_memory(engine, version)
     explanation = explain(checkpoint, gpu, gpus=gpus, engine=engine, version=version, options=options)
     names = [options.kv_cache_dtype] if options.kv_cache_dtype else list(eng.kv_tune)
     kvd = kv_decisions(checkpoint, gpu, gpus, engine, version, names, options)

@@ -99,6 +99,41 @@ def context_args(engine: str, tokens: int | None) -> list[str]:
     return [flag, str(int(tokens))] if flag and tokens else []
 
 
+# The checkpoint's chat template replaced by a file (vllm/entrypoints/common/cli_args.py:86@0.33.0;
+# sglang/srt/arg_groups/fields/serving.py:176@0.5.23; ftllm/util.py:1086@1.9.0).
+CHAT_TEMPLATE_FLAG = {"vllm": "--chat-template", "sglang": "--chat-template", "fastllm": "--chat_template"}
+
+
+def chat_template_args(engine: str, path: str | None) -> list[str]:
+    flag = CHAT_TEMPLATE_FLAG.get(engine)
+    return [flag, str(path)] if flag and path else []
+
+
+def prefix_cache_args(engine: str, on: bool | None) -> list[str]:
+    """Prefix caching made explicit (None: leave the engine default). FastLLM's default depends on the
+    model (on for Qwen3.5 and DeepSeek-V4, src/models/qwen3_5.cpp:3645-3650@d3aea32f), so a plan that
+    assumed it says so on the line (ftllm/util.py:621-629, 1036@1.9.0)."""
+    if on is None:
+        return []
+    if engine == "fastllm":
+        return ["--prefix_cache", "true" if on else "false"]
+    if engine == "vllm":
+        return ["--enable-prefix-caching" if on else "--no-enable-prefix-caching"]
+    if engine == "sglang":
+        return [] if on else ["--disable-radix-cache"]
+    return []
+
+
+def draft_quant_env(engine: str, method: str | None, draft_tokens: int, draft_quant: dict) -> list[tuple[str, str]]:
+    """The environment that quantizes the draft's head (FastLLM FASTLLM_DRAFT_QUANT=nvfp4_head) when the plan
+    costed the draft pass with it."""
+    if not method or not draft_tokens or not draft_quant:
+        return []
+    if spec_method(method) not in (draft_quant.get("methods") or ()):
+        return []
+    return [(str(draft_quant["env"]), str(draft_quant["value"]))]
+
+
 def _version(text: str | None) -> tuple[int, ...] | None:
     parts = []
     for p in (text or "").split("."):

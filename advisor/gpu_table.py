@@ -306,6 +306,8 @@ def load_sources(path: str | Path | None = None) -> dict[str, dict]:
 
 
 # ---------------------------------------------------------------- lookups
+WHAT_IF_GPU = "rtx-3090"     # planned for when no card is probed and none is named (TUI, piped answer, plan)
+
 _DROP = {"nvidia", "geforce"}
 _MEM = re.compile(r"^\d+(\.\d+)?(gb|gib|g)$")
 
@@ -327,8 +329,30 @@ def _names(spec: GpuSpec) -> Iterable[str]:
     yield from spec.aliases
 
 
+_FAMILY = ("nvidia", "geforce", "tesla", "rtx")     # words people leave out: "3090" is the RTX 3090
+
+
+def _compact(text: str) -> str:
+    """Spacing, dashes and case dropped: 'RTX3090', 'rtx 3090' and 'rtx-3090' are one spelling."""
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
+
+
+def _short_forms(spec: GpuSpec) -> set[str]:
+    """The compact id, name and aliases, each also without its leading family words."""
+    out = set()
+    for text in (spec.id, *_names(spec)):
+        words = re.sub(r"[^a-z0-9]+", " ", text.lower()).split()
+        out.add("".join(words))
+        while words and words[0] in _FAMILY:
+            words = words[1:]
+            if words:
+                out.add("".join(words))
+    return out
+
+
 def get_gpu(id_or_name: str, path: str | Path | None = None) -> GpuSpec:
-    """A table entry by id, name or alias (case-insensitive). UsageError with close matches."""
+    """A table entry by id, name or alias (case-insensitive; spacing, dashes and the family word may
+    be left out when that names one card: RTX3090, 3090). UsageError with close matches."""
     table = load_gpu_table(path)
     want = id_or_name.strip().lower()
     for spec in table:
@@ -337,11 +361,17 @@ def get_gpu(id_or_name: str, path: str | Path | None = None) -> GpuSpec:
     found = find_by_name(id_or_name, path=path)
     if found is not None:
         return found
-    choices = {spec.id: spec.id for spec in table}
-    choices.update({n.lower(): spec.id for spec in table for n in _names(spec)})
-    close = difflib.get_close_matches(want, list(choices), n=5, cutoff=0.5)
-    # ids that contain what was typed ("3090" -> rtx-3090) first, then difflib's similarity order
-    ids = list(dict.fromkeys([spec.id for spec in table if want and want in spec.id] + [choices[c] for c in close]))[:5]
+    short = _compact(want)
+    hits = [spec for spec in table if short and short in _short_forms(spec)]
+    if len(hits) == 1:
+        return hits[0]
+    # ids whose spellings contain what was typed ("h100" -> h100-sxm, h100-pcie); difflib only without any
+    ids = [spec.id for spec in hits] or [spec.id for spec in table if short and any(short in f for f in _short_forms(spec))]
+    if not ids:
+        choices = {spec.id: spec.id for spec in table}
+        choices.update({n.lower(): spec.id for spec in table for n in _names(spec)})
+        ids = [choices[c] for c in difflib.get_close_matches(want, list(choices), n=5, cutoff=0.5)]
+    ids = list(dict.fromkeys(ids))[:5]
     hint = f"; close matches: {', '.join(ids)}" if ids else ""
     raise UsageError(f"unknown GPU {id_or_name!r}{hint} (see `nvfp4-advisor gpus`)")
 

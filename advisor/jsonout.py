@@ -44,7 +44,12 @@ def document(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def dumps(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:    # a lone surrogate (an undecodable file name) has no UTF-8: \u escapes
+        text = json.dumps(doc, indent=2, ensure_ascii=True)
+    return text
 
 
 def read_json_object(path, label: str | None = None) -> dict[str, Any]:

@@ -13,10 +13,14 @@ Rules (in this order, each recorded as a trade-off row):
              other streams' decode while it runs and its activations come out of the KV pool)
   max batch  latency/context: the workload's concurrency; throughput: the smallest batch (at most the
              workload's concurrency) within 3 % of the best aggregate that keeps the per-stream floor and
-             fits the context; never more requests than the pool holds with their KV and, for GDN/Mamba
-             layers, their per-request recurrent state (rechecked after draft tokens add state slots)
-  draft k    the k with the best speedup at the chosen batch (0 when none gains 5 %); for GDN/Mamba
-             models only among the k whose extra state slots keep the workload's context fitting
+             fits the context, each batch at the draft count that pays there (speculation under
+             concurrency, advisor.cost.spec_concurrency: none once verifying b x (k+1) rows stops paying);
+             never more requests than the pool holds with their KV and, for GDN/Mamba layers, their
+             per-request recurrent state (rechecked after draft tokens add state slots)
+  draft k    the k with the best speedup at the chosen batch, each k costed as its speculative step at
+             that batch (verify at M = b x (k+1), the draft's pass over its rows, the state copy); 0 when
+             none gains 5 %; for GDN/Mamba models only among the k whose extra state slots keep the
+             workload's context fitting
   context    capped (max_model_len) only when one request at the model's maximum context does not fit:
              at the workload's context if it fits, else at the largest that does
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from advisor.cost import feasibility
+from advisor.cost import feasibility, spec_concurrency
 from advisor.cost.context import PlanContext, Settings
 from advisor.cost.speculative import choose
 from advisor.cost.workload import Workload
@@ -56,7 +60,10 @@ class Tuning:
 
 
 def effective_workload(ctx: PlanContext, w: Workload) -> tuple[Workload, str]:
-    """The workload with its context capped at the model's maximum (and the prompt with it)."""
+    """The workload with its context set by --context (what each request holds: it decides how many
+    requests the pool holds, hence the batch cap) and capped at the model's maximum (the prompt with it)."""
+    if ctx.overrides.context_tokens:
+        w = replace(w, context_tokens=ctx.overrides.context_tokens)
     limit = ctx.checkpoint.arch.max_position_embeddings
     if not limit or w.context_tokens <= limit:
         return w, ""
@@ -239,13 +246,19 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
         brow = []
         for b in cands:
             st = ctx.decode(s, b, c)
-            brow.append((b, b / st.seconds, 1.0 / st.seconds))
+            agg, per, k = b / st.seconds, 1.0 / st.seconds, 0
+            drafted = _speculating_at(ctx, s, w, b, c)      # each batch at the k that pays there
+            if drafted is not None:
+                agg, per, k = drafted.aggregate, drafted.per_stream, drafted.k
+            brow.append((b, agg, per, k, b / st.seconds))
         ok = [r for r in brow if r[2] >= w.min_stream_tok_s] or brow[:1]
         best = max(r[1] for r in ok)
         batch = min(r[0] for r in ok if r[1] >= best * (1 - BATCH_TOLERANCE))
-        for b, agg, per in brow:
-            options.append(Option("max_batch", str(b), {"aggregate_tok_s": round(agg, 1),
-                                                        "per_stream_tok_s": round(per, 2)}, b == batch,
+        for b, agg, per, k, plain in brow:
+            metrics = {"aggregate_tok_s": round(agg, 1), "per_stream_tok_s": round(per, 2)}
+            if ctx.spec_method is not None and w.speculative:
+                metrics.update(draft_tokens=k, plain_aggregate_tok_s=round(plain, 1))
+            options.append(Option("max_batch", str(b), metrics, b == batch,
                                   "" if per >= w.min_stream_tok_s else f"below the {w.min_stream_tok_s:g} tok/s floor"))
     else:
         batch = max(1, min(max_conc, w.concurrency))
@@ -276,17 +289,33 @@ def tune(ctx: PlanContext, w: Workload) -> Tuning:
     # ---- draft tokens
     if o.draft_tokens is not None:
         s = replace(s, draft_tokens=o.draft_tokens)
+        if o.draft_tokens and ctx.spec_method is not None:
+            notes.extend(_fixed_draft_note(ctx, s, max(1, min(w.concurrency, batch)), c))
     elif w.speculative and ctx.spec_method is not None:
         b = max(1, min(w.concurrency, batch))
         pts = ctx.spec_points(s, b, c)
         too_big = _state_crowded_k(ctx, s, w, [p.k for p in pts])
+        if too_big and ctx.spec_auto and not o.memory_share and s.memory_share < SHARE_MAX:
+            # drafting holds the draft's weights (and hybrid models' extra states): the raised share may
+            # make room for the drafts the default share cannot hold
+            up = replace(s, memory_share=SHARE_MAX)
+            still = _state_crowded_k(ctx, up, w, [p.k for p in pts])
+            if choose([p for p in pts if p.k not in still]) > choose([p for p in pts if p.k not in too_big]):
+                default_share = s.memory_share
+                s, too_big = up, still
+                options = [replace(op, chosen=False) if op.knob == "memory_share" else op for op in options]
+                options.append(Option("memory_share", f"{SHARE_MAX:g}",
+                                      {"max_context_per_request": ctx.max_context(s, w.concurrency)}, True,
+                                      "raised: the drafts do not fit at the default"
+                                      + _raised_share_note(ctx, s, default_share)))
         k = choose([p for p in pts if p.k not in too_big]) if ctx.spec_auto else 0
         for p in pts:
             options.append(Option("draft_tokens", str(p.k), {"expected_tokens_per_step": round(p.expected_tokens, 3),
                                                              "speedup": round(p.speedup, 3)}, p.k == k,
                                   f"{ctx.spec_method.name} at batch {b}" + (
-                                      "; the workload's context no longer fits: each draft token holds one more "
-                                      "linear-attention state per request" if p.k in too_big else "")))
+                                      "; the workload's context no longer fits: drafting holds the draft's "
+                                      "weights, and hybrid models one more linear-attention state per draft token "
+                                      "per request" if p.k in too_big else "")))
         if not ctx.spec_auto:
             options.append(Option("draft_tokens", "0", {}, True, ctx.spec_note))
         s = replace(s, draft_tokens=k)
@@ -370,6 +399,31 @@ def _restate(ctx: PlanContext, s: Settings, w: Workload, options: list[Option], 
     return out
 
 
+def _speculating_at(ctx: PlanContext, s: Settings, w: Workload, batch: int, context: float):
+    """The speculative step the batch would run (the fixed --draft-tokens, else the k that pays most at this
+    batch, spec_concurrency.row); None when the batch decodes plainly."""
+    o = ctx.overrides
+    if not w.speculative or ctx.spec_method is None or o.draft_tokens == 0 or (o.draft_tokens is None
+                                                                               and not ctx.spec_auto):
+        return None
+    if o.draft_tokens:
+        return spec_concurrency.spec_step(ctx, s, batch, o.draft_tokens, context)
+    return spec_concurrency.row(ctx, s, batch, context).chosen
+
+
+def _fixed_draft_note(ctx: PlanContext, s: Settings, batch: int, context: float) -> tuple[str, ...]:
+    """--draft-tokens that lose against plain decoding at the workload's batch: say so and what pays."""
+    step = spec_concurrency.spec_step(ctx, s, batch, s.draft_tokens, context)
+    if step.speedup >= 1.0:
+        return ()
+    best = spec_concurrency.row(ctx, s, batch, context)
+    better = f"{best.chosen_k} draft tokens pay {best.chosen.speedup:.2f}x" if best.chosen else \
+        "no draft count pays here"
+    return (f"--draft-tokens {s.draft_tokens} at {batch} stream(s): {ctx.spec_method.name} runs at "
+            f"{step.speedup:.2f}x plain decoding (the verify step scores {step.derived.inputs['M_verify']} rows); "
+            f"{better}",)
+
+
 def _raised_share_note(ctx: PlanContext, s: Settings, default_share: float) -> str:
     """SGLang keeps activations and CUDA graphs outside --mem-fraction-static: say how much of its own
     reserve a raised share leaves (the activation peak is checked to fit; graphs get what remains)."""
@@ -382,9 +436,9 @@ def _raised_share_note(ctx: PlanContext, s: Settings, default_share: float) -> s
 
 
 def _state_crowded_k(ctx: PlanContext, s: Settings, w: Workload, ks: list[int]) -> set[int]:
-    """Draft counts whose extra GDN/Mamba state slots (vLLM keeps one per draft token per request) push
-    a workload that fits without drafts out of the pool."""
-    if ctx.recurrent(s) is None or not _fits(ctx, replace(s, draft_tokens=0), w):
+    """Draft counts whose memory (the draft's weights; hybrid models' extra GDN/Mamba state slots, vLLM keeps
+    one per draft token per request) push a workload that fits without drafts out of the pool."""
+    if not _fits(ctx, replace(s, draft_tokens=0), w):
         return set()
     return {k for k in ks if not _fits(ctx, replace(s, draft_tokens=k), w)}
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph
-
-DEFAULT_GPU = "rtx-3090"
+from advisor.gpu_table import WHAT_IF_GPU as DEFAULT_GPU     # one what-if card for the TUI, the piped answer, plan
 
 
 def gpu_choices() -> tuple[tuple[str, str], ...]:
@@ -52,7 +51,7 @@ def probed_gpu_id(probe_result: Any) -> str | None:
 
 def engine_choices(engines=("vllm", "sglang", "fastllm")) -> tuple[tuple[str, str], ...]:
     """(label, "engine@version") for every engine rule file shipped in profiles/engines/."""
-    from advisor.kernel_path.rules import available_versions
+    from advisor.kernel_path.rule_versions import available_versions      # file names: no pydantic
 
     return tuple((f"{e} {v}", f"{e}@{v}") for e in engines for v in reversed(available_versions(e)))
 
@@ -107,6 +106,8 @@ def checkpoint_doc(a: Any) -> Doc:
 
 
 def explain_doc(a: Any) -> Doc:
+    """explain's Doc led by its answer (the plain-language summary); what the answer assumes is
+    installed moves to the end, under its own heading."""
     from advisor.kernel_path.options import InstallOptions
     from advisor.kernel_path.render import explanation_doc
 
@@ -115,8 +116,21 @@ def explain_doc(a: Any) -> Doc:
     if a.explanation is None:
         return _error("explain", a.errors.get("explain", "no explanation"))
     doc = explanation_doc(a.explanation, a.gpu, a.checkpoint, a.options or InstallOptions())
+    blocks = list(doc.blocks)
+    summary = next((b for b in blocks if isinstance(b, Paragraph) and b.text == a.explanation.summary), None)
+    about = next((b for b in blocks if isinstance(b, KeyValues) and b.title is None), None)
+    install = tuple(p for p in about.pairs if p[0] == "install") if about is not None else ()
+    if summary is not None and about is not None:
+        blocks.remove(summary)
+        at = blocks.index(about)
+        blocks[at] = KeyValues(tuple(p for p in about.pairs if p[0] != "install"))
+        blocks.insert(at, summary)
     note = plan_kv_note(a)
-    return Doc((Paragraph(note, "warn"),)) + doc if note else doc
+    if note:
+        blocks.insert(1 + (summary is not None), Paragraph(note, "warn"))
+    if install:
+        blocks += [Heading("Installed engine parts this answer assumes", 2), KeyValues(install)]
+    return Doc(tuple(blocks))
 
 
 def plan_kv_note(a: Any) -> str:
@@ -160,16 +174,13 @@ def verdict_doc(a: Any) -> Doc:
 
 
 def summary_doc(a: Any) -> Doc:
-    """One screen: what runs, how fast, what to launch (the status line's long form)."""
+    """One screen: the answer (runs as · decode · KV pool · max context), the explanation and the
+    engine's warnings decoded (the status line's long form)."""
+    from advisor.answer import answer_pairs, answer_title
+
     if a is None or a.explanation is None:
         return Doc(())
-    pairs = [("checkpoint", f"{a.checkpoint.label} — {a.checkpoint.source}"),
-             ("GPU", f"{a.selection.gpus} × {a.gpu.name}"), ("engine", a.explanation.engine)]
-    if a.plan is not None:
-        p = a.plan.to_json().get("predictions", {})
-        if p.get("decode_tok_s") is not None:
-            pairs.append(("decode", f"{p['decode_tok_s']:.1f} tok/s (1 stream)"))
-    blocks = [KeyValues(tuple(pairs)), Paragraph(a.explanation.summary)]
+    blocks = [KeyValues(answer_pairs(a), title=answer_title(a)), Paragraph(a.explanation.summary)]
     warnings = {w.text: w.meaning for d in a.explanation.decisions for w in d.warnings}
     if warnings:      # the summary promises them "below"
         blocks.append(Bullets(tuple(f"{text} — {meaning}" for text, meaning in warnings.items()),
@@ -179,6 +190,23 @@ def summary_doc(a: Any) -> Doc:
     if a.errors:
         blocks.append(Bullets(tuple(f"{k}: {v}" for k, v in a.errors.items()), style="bad"))
     return Doc(tuple(blocks))
+
+
+START_HINT = "F4 why · F5 cost and tuning · F6 launch command · Ctrl+P every action"
+
+
+def start_doc(probe_result: Any, a: Any, current: Any, gpu_id: str | None, gpus: int) -> Doc:
+    """The first screen: the answer for the current choice (``current``: the Selection on screen),
+    where to go next, then the hardware. An analysis of an earlier choice is never shown as the answer."""
+    from advisor.answer import answer_doc
+
+    if a is None or current is None or a.selection != current:
+        lead = Doc((Paragraph("Working out the answer…", "dim"),)) if current is not None else Doc(())
+    elif a.explanation is None:
+        lead = Doc((Paragraph(f"No answer: {'; '.join(a.errors.values())}", "bad"),))
+    else:
+        lead = answer_doc(a) + Doc((Paragraph(START_HINT, "dim"),))
+    return lead + hardware_doc(probe_result, gpu_id, gpus)
 
 
 def plain_doc(probe_result: Any, a: Any) -> Doc:

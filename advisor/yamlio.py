@@ -30,7 +30,8 @@ def parse_yaml(text: str, path: str, what: str) -> Any:
 
 def load_yaml_file(path: str | Path, what: str) -> Any:
     """Read and parse a profile file (``what`` names it in errors, e.g. "workloads file")."""
+    from advisor.profile_cache import parsed
     from advisor.textfile import JSON_LIMIT, read_text
 
     text = read_text(path, limit_bytes=JSON_LIMIT, what=what)      # FIFO, device, huge: one BadInput line
-    return parse_yaml(text, str(path), what)
+    return parsed(text, lambda: parse_yaml(text, str(path), what))   # the same text parsed before: from the cache

@@ -1,18 +1,26 @@
-"""Benchmark: inspect a local 64-layer, 3-shard, ~2,700-tensor NVFP4 checkpoint (headers only).
+"""Benchmark: `inspect --json` against the header-read floor, on header-only NVFP4 MoE checkpoints.
 
-    python benchmarks/inspect_speed.py [--runs 15] [--keep DIR]
+    python benchmarks/inspect_speed.py [--runs 5] [--sizes 3000,19000,100000] [--keep DIR] [--smoke]
 
-Builds two checkpoints with identical tensor names: one with real Qwen3-8B-class shapes written
-as *sparse* files (about 6 GB apparent size, almost no disk used) and one with tiny shapes. The
-time target is a median <= 0.2 s per inspect; peak RSS, measured in fresh subprocesses, must not
-depend on the weight size (ratio ~1.0), since only headers (and a few 4-byte global scales) are read.
+Builds ModelOpt NVFP4 Qwen3-MoE-layout checkpoints of about 3 k / 19 k / 100 k tensors (tiny shapes,
+data regions left as sparse holes, ~4 k tensors per shard) and measures, as medians of --runs:
+- fresh process: `python -m advisor inspect DIR --json` vs a floor script that only opens each shard
+  and json-parses its header (both pay interpreter start; inspect also pays its imports);
+- in process (imports done): inspect_checkpoint() vs the same floor loop, and their time per tensor;
+- peak RSS growth of inspect_checkpoint() in a fresh process (after imports) vs the header bytes.
+
+Targets (issue 23 point 1): fresh-process inspect <= 3x the floor at the largest size; time per tensor
+in process, largest size over smallest, <= 1.3 (linear); RSS growth <= 3x the header bytes.
+--smoke: tiny sizes, one run, no targets (tests/benchmarks runs it so the script cannot rot).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import shutil
 import statistics
 import struct
 import subprocess
@@ -20,14 +28,52 @@ import sys
 import tempfile
 import time
 
-TARGET_S = 0.2
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLOOR_RATIO, LINEAR_RATIO, MEMORY_RATIO = 3.0, 1.3, 3.0
+PER_SHARD = 4000
+H, INTER, HEADS, KVH, HD, VOCAB = 64, 32, 4, 2, 16, 256
 BITS = {"U8": 8, "F8_E4M3": 8, "F32": 32, "BF16": 16}
 
+FLOOR = ("import json, struct, sys\n"
+         "for p in sys.argv[1:]:\n"
+         "    with open(p, 'rb') as f:\n"
+         "        json.loads(f.read(struct.unpack('<Q', f.read(8))[0]))\n")
 
-def _tensors(layers: int, h: int, inter: int, heads: int, kvh: int, hd: int, vocab: int) -> list[tuple[str, str, list]]:
-    """ModelOpt NVFP4 layout: weight U8 [N, K/2], weight_scale F8_E4M3 [N, K/16], F32 scalars."""
-    out = [("model.embed_tokens.weight", "BF16", [vocab, h]), ("model.norm.weight", "BF16", [h]),
-           ("lm_head.weight", "BF16", [vocab, h])]
+_IN_PROCESS = """
+import gc, json, resource, struct, sys, time
+sys.path.insert(0, {root!r})
+from advisor.checkpoint.inspect import inspect_checkpoint
+folder, shards, runs, mode = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4]
+if mode == "rss":
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    inspect_checkpoint(folder)
+    print(json.dumps([base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
+    sys.exit()
+def floor():
+    for p in shards:
+        with open(p, "rb") as f:
+            json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+inspect_checkpoint(folder); floor()                      # warm page cache and lazy imports
+out = {{"inspect": [], "floor": []}}
+for _ in range(runs):
+    for key, fn in (("inspect", lambda: inspect_checkpoint(folder)), ("floor", floor)):
+        gc.collect()
+        t = time.perf_counter(); fn(); out[key].append(time.perf_counter() - t)
+print(json.dumps(out))
+"""
+
+
+def _layout(tensors: int) -> tuple[int, int]:
+    """(layers, experts) giving about `tensors` tensors: 12 per expert, 27 per layer besides."""
+    layers = max(2, round(math.sqrt(tensors / 12 / 2)))
+    experts = max(2, round((tensors / layers - 27) / 12))
+    return layers, experts
+
+
+def _tensors(layers: int, experts: int) -> list[tuple[str, str, list]]:
+    """ModelOpt NVFP4 layout: weight U8 [N, K/2], weight_scale F8_E4M3 [N, K/16], F32 scalar global scales."""
+    out = [("model.embed_tokens.weight", "BF16", [VOCAB, H]), ("model.norm.weight", "BF16", [H]),
+           ("lm_head.weight", "BF16", [VOCAB, H])]
 
     def lin(p, n, k):
         out.extend([(f"{p}.weight", "U8", [n, k // 2]), (f"{p}.weight_scale", "F8_E4M3", [n, k // 16]),
@@ -35,107 +81,119 @@ def _tensors(layers: int, h: int, inter: int, heads: int, kvh: int, hd: int, voc
 
     for i in range(layers):
         p = f"model.layers.{i}"
-        out += [(f"{p}.input_layernorm.weight", "BF16", [h]), (f"{p}.post_attention_layernorm.weight", "BF16", [h])]
-        for name, n, k in (("q_proj", heads * hd, h), ("k_proj", kvh * hd, h), ("v_proj", kvh * hd, h),
-                           ("o_proj", h, heads * hd)):
+        out += [(f"{p}.input_layernorm.weight", "BF16", [H]), (f"{p}.post_attention_layernorm.weight", "BF16", [H]),
+                (f"{p}.self_attn.q_norm.weight", "BF16", [HD]), (f"{p}.self_attn.k_norm.weight", "BF16", [HD]),
+                (f"{p}.mlp.gate.weight", "BF16", [experts, H])]
+        for name, n, k in (("q_proj", HEADS * HD, H), ("k_proj", KVH * HD, H), ("v_proj", KVH * HD, H),
+                           ("o_proj", H, HEADS * HD)):
             lin(f"{p}.self_attn.{name}", n, k)
-        for mlp in ("mlp", "mlp.shared_expert"):
-            for name, n, k in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
-                lin(f"{p}.{mlp}.{name}", n, k)
+        for e in range(experts):
+            for name, n, k in (("gate_proj", INTER, H), ("up_proj", INTER, H), ("down_proj", H, INTER)):
+                lin(f"{p}.mlp.experts.{e}.{name}", n, k)
     return out
 
 
-def _nbytes(dtype, shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n * BITS[dtype] // 8
-
-
-def build(folder: str, *, tiny: bool) -> int:
+def build(folder: str, tensors: int) -> dict:
+    """Write the checkpoint; returns its tensor count, shard paths and header bytes."""
     os.makedirs(folder, exist_ok=True)
-    dims = dict(layers=64, h=64, inter=128, heads=4, kvh=2, hd=16, vocab=256) if tiny else \
-        dict(layers=64, h=4096, inter=6144, heads=32, kvh=8, hd=128, vocab=151936)
-    tensors = _tensors(**dims)
-    shards = 3
-    weight_map, total = {}, 0
-    for s in range(shards):
-        part = tensors[s::shards]
-        fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+    layers, experts = _layout(tensors)
+    entries = _tensors(layers, experts)
+    nshards = max(1, round(len(entries) / PER_SHARD))
+    weight_map, total, paths, header_bytes = {}, 0, [], 0
+    for s in range(nshards):
+        fname = f"model-{s + 1:05d}-of-{nshards:05d}.safetensors"
         hdr, pos = {"__metadata__": {"format": "pt"}}, 0
-        for name, dt, shape in part:
-            nb = _nbytes(dt, shape)
+        for name, dt, shape in entries[s * len(entries) // nshards:(s + 1) * len(entries) // nshards]:
+            nb = math.prod(shape) * BITS[dt] // 8
             hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [pos, pos + nb]}
             pos += nb
             weight_map[name] = fname
-        body = json.dumps(hdr).encode()
+        body = json.dumps(hdr, separators=(",", ":")).encode()
         body += b" " * (-len(body) % 8)
         path = os.path.join(folder, fname)
         with open(path, "wb") as f:
             f.write(struct.pack("<Q", len(body)) + body)
-        os.truncate(path, 8 + len(body) + pos)           # sparse: the data region is a hole
+        os.truncate(path, 8 + len(body) + pos)           # the data region is a hole: reads give zeros
         total += pos
+        paths.append(path)
+        header_bytes += len(body)
     with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
-    cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": dims["h"],
-           "intermediate_size": dims["inter"], "num_hidden_layers": dims["layers"], "num_attention_heads": dims["heads"],
-           "num_key_value_heads": dims["kvh"], "head_dim": dims["hd"], "vocab_size": dims["vocab"],
+    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": H,
+           "intermediate_size": INTER * 4, "moe_intermediate_size": INTER, "num_hidden_layers": layers,
+           "num_attention_heads": HEADS, "num_key_value_heads": KVH, "head_dim": HD, "vocab_size": VOCAB,
+           "num_experts": experts, "num_experts_per_tok": 2, "decoder_sparse_step": 1, "mlp_only_layers": [],
            "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(cfg, f)
     with open(os.path.join(folder, "hf_quant_config.json"), "w") as f:
         json.dump({"producer": {"name": "modelopt", "version": "0.47.0"},
                    "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
-                                    "exclude_modules": ["lm_head"]}}, f)
-    return len(tensors)
+                                    "exclude_modules": ["lm_head", "model.layers.*.mlp.gate"]}}, f)
+    return {"tensors": len(entries), "shards": paths, "header_bytes": header_bytes}
 
 
-_RSS = ("import resource, sys, time; from advisor.checkpoint.inspect import inspect_checkpoint; "
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; t = time.perf_counter(); "
-        "info = inspect_checkpoint(sys.argv[1]); dt = time.perf_counter() - t; "
-        "print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, dt, info.totals.stored_bytes, info.label)")
+def _fresh(argv: list[str], runs: int) -> float:
+    """Median wall time of a fresh process (stdout discarded; a failure stops the benchmark)."""
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
-def peak_rss(folder: str) -> tuple[int, int, float, int, str]:
-    r = subprocess.run([sys.executable, "-c", _RSS, folder], capture_output=True, text=True, check=True)
-    base, peak, dt, stored, label = r.stdout.split()
-    return int(base), int(peak), float(dt), int(stored), label
+def _in_process(folder: str, shards: list[str], runs: int, mode: str):
+    r = subprocess.run([sys.executable, "-c", _IN_PROCESS.format(root=ROOT), folder, ",".join(shards), str(runs),
+                        mode], cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def measure(folder: str, ck: dict, runs: int) -> dict:
+    inspect_s = _fresh([sys.executable, "-m", "advisor", "inspect", folder, "--json"], runs)
+    floor_s = _fresh([sys.executable, "-c", FLOOR, *ck["shards"]], runs)
+    warm = _in_process(folder, ck["shards"], runs, "times")
+    base, peak = _in_process(folder, ck["shards"], 1, "rss")
+    ip, fl = statistics.median(warm["inspect"]), statistics.median(warm["floor"])
+    growth = (peak - base) * 1024                      # ru_maxrss is KiB on Linux
+    return {"tensors": ck["tensors"], "shards": len(ck["shards"]), "header_bytes": ck["header_bytes"],
+            "fresh_inspect_s": round(inspect_s, 4), "fresh_floor_s": round(floor_s, 4),
+            "fresh_ratio": round(inspect_s / floor_s, 2),
+            "inproc_inspect_s": round(ip, 4), "inproc_floor_s": round(fl, 4), "inproc_ratio": round(ip / fl, 2),
+            "inproc_us_per_tensor": round(ip / ck["tensors"] * 1e6, 2),
+            "rss_growth_bytes": growth, "rss_over_header": round(growth / ck["header_bytes"], 2)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sizes", default="3000,19000,100000", help="approximate tensor counts, comma-separated")
     ap.add_argument("--keep", help="build the checkpoints here and keep them")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one run, no targets (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.runs, args.sizes = 1, "300,900"
+    sizes = [int(s) for s in args.sizes.split(",")]
     root = args.keep or tempfile.mkdtemp(prefix="inspect-bench-")
-    big, tiny = os.path.join(root, "big"), os.path.join(root, "tiny")
-    n = build(big, tiny=False)
-    build(tiny, tiny=True)
-    from advisor.checkpoint.inspect import inspect_checkpoint
-
-    info = inspect_checkpoint(big)                     # warm the page cache and imports
-    times = []
-    for _ in range(args.runs):
-        t = time.perf_counter()
-        inspect_checkpoint(big)
-        times.append(time.perf_counter() - t)
-    med = statistics.median(times)
-    b_base, b_peak, b_cold, b_stored, _ = peak_rss(big)
-    t_base, t_peak, _, t_stored, _ = peak_rss(tiny)
-    result = {
-        "tensors": n, "shards": 3, "layers": info.arch.num_layers, "label": info.label,
-        "module_groups": len(info.modules),
-        "weights_bytes_big": b_stored, "weights_bytes_tiny": t_stored,
-        "inspect_median_s": round(med, 4), "inspect_min_s": round(min(times), 4), "inspect_max_s": round(max(times), 4),
-        "first_call_in_fresh_process_s": round(b_cold, 4),
-        "target_s": TARGET_S, "median_over_target": round(med / TARGET_S, 3), "meets_target": med <= TARGET_S,
-        "peak_rss_kib_big": b_peak, "peak_rss_kib_tiny": t_peak,
-        "rss_growth_kib_big": b_peak - b_base, "rss_growth_kib_tiny": t_peak - t_base,
-        "peak_rss_ratio_big_over_tiny": round(b_peak / t_peak, 3),
-        "weight_size_ratio_big_over_tiny": round(b_stored / max(t_stored, 1), 1),
+    try:
+        rows = [measure(os.path.join(root, f"n{n}"), build(os.path.join(root, f"n{n}"), n), args.runs)
+                for n in sizes]
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    small, large = rows[0], rows[-1]
+    summary = {
+        "runs": args.runs, "python": sys.version.split()[0], "cpus": os.cpu_count(),
+        "floor_ratio_at_largest": large["fresh_ratio"], "floor_ratio_target": FLOOR_RATIO,
+        "per_tensor_largest_over_smallest": round(large["inproc_us_per_tensor"] / small["inproc_us_per_tensor"], 2),
+        "linear_target": LINEAR_RATIO,
+        "rss_over_header_at_largest": large["rss_over_header"], "memory_target": MEMORY_RATIO,
     }
-    print(json.dumps(result, indent=2))
-    return 0 if result["meets_target"] else 1
+    summary["meets_targets"] = (summary["floor_ratio_at_largest"] <= FLOOR_RATIO
+                                and summary["per_tensor_largest_over_smallest"] <= LINEAR_RATIO
+                                and summary["rss_over_header_at_largest"] <= MEMORY_RATIO)
+    print(json.dumps({"sizes": rows, "summary": summary}, indent=2))
+    return 0 if args.smoke or summary["meets_targets"] else 1
 
 
 if __name__ == "__main__":

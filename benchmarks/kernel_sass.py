@@ -13,15 +13,23 @@ Run from the repository root, without TRITON_INTERPRET:
     python benchmarks/kernel_sass.py                          # nvfp4/fp8/int4, M=1 and 16, sm_90a/86/120
     python benchmarks/kernel_sass.py --fmt nvfp4 --m 1 --cc 90 --dump /tmp/sass
     python benchmarks/kernel_sass.py --m 8192 --cc 86 --json out.json
+    python benchmarks/kernel_sass.py --cc 90,100 --m 1 --path gemv   # the issue 23 gates
 
 Classes (per weight element): bits = LOP3/SHF/PRMT/IMAD.SHL and other bit ops (decode, address
 bits), cvt = conversions (HADD2.F32, F2F, F2FP, I2F...), fp = FFMA/FMUL/FADD/HFMA2/HMUL2/HADD2,
 mma = HMMA/HGMMA and warpgroup ops, ldg = global loads, smem = LDS/STS/LDSM/STSM/barriers,
 shfl = warp shuffles (the GEMV reduction), other = integer/predicate/branch/everything else.
-NOPs (alignment padding) are not counted. Budget: H200 (4.8 TB/s, 132 SMs x 4 schedulers x
-1.98 GHz) issues about 3.5 thread instructions per streamed NVFP4 weight element at full
-bandwidth (0.5625 B per element incl. scales); an RTX 3090 (936 GB/s, 82 SMs x 4 x 1.70 GHz)
-about 9.5 (kernels/NOTES.md).
+NOPs (alignment padding) are not counted.
+
+Budgets (kernels/NOTES.md, "Budgets"): a card issues SMs x 4 schedulers x boost clock warp
+instructions, 32 thread instructions each, of which a streaming kernel fills about 90 %; at full
+bandwidth it streams bandwidth / bytes-per-element weight elements. Their ratio is the most a
+kernel may spend per element and keep up: H200 (4.8 TB/s, 132 SMs, 1.98 GHz) 3.5 for NVFP4
+(0.5625 B/element with its scales), 6.3 for FP8 (1 B), 3.2 for INT4 with group-128 fp16 scales
+(0.516 B). The gates are issue 23's: NVFP4 at M=1
+<= 3.5 on sm_90a and sm_100a, and FP8 and INT4 at M=1 within the same issue rate per byte (6.2,
+3.2). Each card's own budget is printed beside them (a B200 streams 7.7 TB/s: 2.4 for NVFP4).
+Exits 1 when a gate is missed. --smoke: one NVFP4 GEMV for sm_90a, no gates (CI runs it).
 """
 
 from __future__ import annotations
@@ -140,6 +148,13 @@ def _int_attrs(fn, ints: dict[str, int]) -> tuple[dict, dict]:
     return attrs, consts
 
 
+class _Shape:
+    """Stands in for a weight tensor where only its shape is asked (W.gemv_even, W.Weight.n/k)."""
+
+    def __init__(self, *shape: int):
+        self.shape = shape
+
+
 def build(fmt: str, m: int, cand, cc: int, k: int = K_DEFAULT, n: int = N_DEFAULT, fn=None, extra=None):
     """Compile one candidate (or `fn`, a kernel with the same arguments, plus `extra` constexprs);
     returns Triton's CompiledKernel."""
@@ -166,8 +181,11 @@ def build(fmt: str, m: int, cand, cc: int, k: int = K_DEFAULT, n: int = N_DEFAUL
               "ATOMIC": split > 1}
     if cand.path == "gemv":
         fn = fn or W.weight_only_gemv_kernel
-        if "F16X2_ASM" in fn.arg_names:
-            consts["F16X2_ASM"] = True                               # as kernels.weight_only.gemv on a GPU
+        # as kernels.weight_only.gemv on a GPU of this capability, for these sizes
+        launch = {"F16X2_ASM": True, "F32X2": cc >= 100,
+                  "EVEN": W.gemv_even(W.Weight(fmt, _Shape(n, k if fmt == "fp8" else k // 2), None, group=group),
+                                      p["block_n"], p["block_k"])}
+        consts.update({name: value for name, value in launch.items() if name in fn.arg_names})
     else:
         fn = fn or W.weight_only_gemm_kernel
         ints = {"M": m, **ints}
@@ -251,6 +269,53 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+BYTES_PER_ELEMENT = {"nvfp4": 0.5 + 1 / 16, "fp8": 1.0, "int4": 0.5 + 2 / 128}
+CARD = {75: "rtx-2080-ti", 86: "rtx-3090", 90: "h200-sxm", 100: "b200", 120: "rtx-5090"}
+ISSUE_SHARE = 0.9               # issue slots a streaming kernel can fill (scheduling gaps, dependences)
+GATE_NVFP4 = 3.5                # issue 23: NVFP4 at M = 1, sm_90a and sm_100a
+GATED_TARGETS = (90, 100)
+
+
+def card_budget(fmt: str, cc: int) -> float | None:
+    """Thread instructions per weight element the card can issue (90 % of its slots) while it
+    streams weights at its full bandwidth."""
+    from advisor.gpu_table import get_gpu
+
+    if cc not in CARD:
+        return None
+    g = get_gpu(CARD[cc])
+    issue = g.sm_count * 4 * g.boost_clock_mhz * 1e6 * 32
+    return ISSUE_SHARE * issue / (g.bandwidth_gbs * 1e9 / BYTES_PER_ELEMENT[fmt])
+
+
+def gate(fmt: str, m: int, cc: int) -> float | None:
+    """Issue 23's limit for this row, None where the issue sets none."""
+    if m != 1 or cc not in GATED_TARGETS:
+        return None
+    return round(GATE_NVFP4 * BYTES_PER_ELEMENT[fmt] / BYTES_PER_ELEMENT["nvfp4"], 1)
+
+
+def verdicts(rows: list[dict]) -> tuple[list[str], bool]:
+    """Best candidate per (target, format, M) against its gate and the card's budget."""
+    best: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["cc"], r["fmt"], r["m"])
+        if "error" not in r and (key not in best or r["per_elem"] < best[key]["per_elem"]):
+            best[key] = r
+    lines, ok = [], True
+    for (cc, fmt, m), r in sorted(best.items()):
+        limit, budget = gate(fmt, m, cc), card_budget(fmt, cc)
+        text = f"{r['arch']:8} {fmt:6} M={m:<5} best {r['per_elem']:5.2f}  {r['kernel']}"
+        if budget:
+            text += f"; {CARD[cc]} budget {budget:.2f}"
+        if limit is not None:
+            met = r["per_elem"] <= limit
+            ok &= met
+            text += f"; gate {limit} -> {'met' if met else 'MISSED'} (ratio {r['per_elem'] / limit:.2f})"
+        lines.append(text)
+    return lines, ok
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cc", default="90,86,120", help="compute capabilities, e.g. 90,86,120,100,75")
@@ -259,10 +324,13 @@ def main(argv=None) -> int:
     ap.add_argument("--path", choices=("gemv", "gemm", "all"), default="all")
     ap.add_argument("--dump", type=Path, default=None, help="write the full SASS and the K loop per kernel here")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--smoke", action="store_true", help="one NVFP4 GEMV for sm_90a, no gates")
     args = ap.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("unset TRITON_INTERPRET: interpreted kernels cannot be compiled", file=sys.stderr)
         return 2
+    if args.smoke:
+        args.cc, args.fmt, args.m, args.path = "90", "nvfp4", "1", "gemv"
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     from advisor.microbench import configs
 
@@ -271,11 +339,9 @@ def main(argv=None) -> int:
         for fmt in args.fmt.split(","):
             for m in (int(x) for x in args.m.split(",")):
                 group = {"nvfp4": 16, "fp8": 1, "int4": 128}[fmt]
-                for cand in configs.candidates(m, K_DEFAULT, N_DEFAULT, SMS, group):
-                    if args.path != "all" and cand.path != args.path:
-                        continue
-                    if cc < 80 and cand.path == "gemm":
-                        continue           # sm_75: tl.dot is FMA in Triton 3.9; the harness skips it
+                cands = [c for c in configs.candidates(m, K_DEFAULT, N_DEFAULT, SMS, group)
+                         if (args.path == "all" or c.path == args.path) and not (cc < 80 and c.path == "gemm")]
+                for cand in cands[:1] if args.smoke else cands:   # sm_75: tl.dot is FMA in Triton 3.9; skipped
                     try:
                         rows.append(measure(fmt, m, cand, cc, args.dump))
                     except Exception as exc:  # noqa: BLE001 - an unsupported target is a row, not a crash
@@ -284,9 +350,13 @@ def main(argv=None) -> int:
                                      "error": f"{type(exc).__name__}: {msg[0][:100] if msg else ''}"})
                     print(_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(_table(rows))
+    lines, ok = verdicts(rows)
+    print("\n".join(lines))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    return 0
+    if args.smoke:
+        return 1 if any("error" in r for r in rows) else 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Run from the repository root on a machine with an NVIDIA GPU and torch + triton 
 Progress goes to stderr; the full JSON document is written to --json (default
 microbench-<gpu>.json in the current directory); the calibration is saved to the user data dir
 unless --no-save. Exit 0 also without a GPU (one line says so), so it can run anywhere.
+--smoke: M=1 on one 1024x1024 shape, a 10 s budget, nothing saved (CI runs this so it cannot rot).
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ def main(argv=None) -> int:
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--json", type=Path, default=None, help="where to write the JSON document")
     p.add_argument("--no-save", action="store_true", help="do not save the calibration file")
+    p.add_argument("--smoke", action="store_true", help="M=1, one small shape, 10 s, nothing saved")
     args = p.parse_args(argv)
+    if args.smoke:
+        import tempfile
+
+        args.m, args.shape, args.budget, args.no_save = "1", [_shape("1024x1024")], 10.0, True
+        args.json = args.json or Path(tempfile.mkdtemp()) / "microbench-smoke.json"
 
     from advisor.commands.microbench import gpu_unavailable, resolve_spec
 

@@ -37,6 +37,11 @@ v3 additions (kernels/NOTES.md, "v3"):
 - NVFP4 GEMV decode `e2m1_f16x2_pairs`: the nibbles of a word are first spread to bytes in the
   E5M2 pattern (the top byte of an fp16: sign, 5 exponent bits, 2 mantissa bits), four at a time,
   so one shift/mask serves four values; each fp16 is then one byte moved to the top of a half.
+
+v4 (kernels/NOTES.md, "v4"): the NVFP4 GEMV on tiles inside W runs one PTX block per 16-block
+(`nvfp4_block_dot`: that decode with `prmt` byte moves, the widening and two FMA chains, FFMA2 on
+sm_100+) and reads its E4M3 scales as words (`e4m3_words_to_f32`); the interpreter runs the same
+math in plain Triton, and tests/kernels/test_kernels_decode_v4.py executes the PTX text on CPU.
 """
 
 from __future__ import annotations
@@ -234,6 +239,132 @@ def nvfp4_gemv_step(acc, wq_ptr, ws_ptr, a, offs_n, mask_n, k0, K, stride_wn, st
     return acc + p * e4m3_to_f16_scaled(sb.to(tl.int32)).to(tl.float32)
 
 
+# ----------------------------------------------------------------------------- v4: NVFP4 GEMV block dot
+def _block_dot_ptx(f32x2: bool) -> str:
+    """PTX of one NVFP4 16-block dot product: two words (k 0..7, 8..15) and their 16 fp32
+    activations in, the fp32 sum out. Per word: E5M2 bytes of the even nibbles (u) and of the odd
+    ones (v), 3 shifts and 4 masks for 8 values; `prmt` 0x2404 puts bytes 0 and 2 on top of each
+    half (pairs (0, 4), (1, 5)) and a mask keeps bytes 1 and 3 (pairs (2, 6), (3, 7)): 11 ops per
+    word where v3 needed 13. Products go into two chains, even k and odd k, added at the end;
+    with `f32x2` (sm_100+) each pair of products is one `fma.rn.f32x2` (FFMA2), half the FMAs.
+    Operands: $0 the sum, $1 and $2 the words, $3..$18 the activations in k order."""
+    lines = ["{", ".reg .b32 t1, t2, u, v, p;", ".reg .b16 l, h;",
+             ".reg .f32 w0, w1, w2, w3, w4, w5, w6, w7, e, o;", ".reg .b64 acc, wa, aa;",
+             "mov.b64 acc, 0;" if f32x2 else "mov.f32 e, 0f00000000; mov.f32 o, 0f00000000;"]
+    for word, first in (("$1", 3), ("$2", 11)):
+        lines += [f"shl.b32 t1, {word}, 4; and.b32 t1, t1, 0x80808080;",
+                  f"shl.b32 t2, {word}, 1; and.b32 t2, t2, 0x0E0E0E0E; or.b32 u, t1, t2;",
+                  f"shr.b32 t1, {word}, 3; and.b32 t1, t1, 0x0E0E0E0E;",
+                  f"and.b32 t2, {word}, 0x80808080; or.b32 v, t1, t2;"]
+        for src, op, lo, hi in (("u", "prmt.b32 p, u, 0, 0x2404;", 0, 4), ("u", "and.b32 p, u, 0xFF00FF00;", 2, 6),
+                                ("v", "prmt.b32 p, v, 0, 0x2404;", 1, 5), ("v", "and.b32 p, v, 0xFF00FF00;", 3, 7)):
+            lines.append(f"{op} mov.b32 {{l, h}}, p; cvt.f32.f16 w{lo}, l; cvt.f32.f16 w{hi}, h;")
+        for j in range(0, 8, 2):
+            a, b = f"${first + j}", f"${first + j + 1}"
+            if f32x2:
+                lines.append(f"mov.b64 wa, {{w{j}, w{j + 1}}}; mov.b64 aa, {{{a}, {b}}}; fma.rn.f32x2 acc, wa, aa, acc;")
+            else:
+                lines.append(f"fma.rn.f32 e, w{j}, {a}, e; fma.rn.f32 o, w{j + 1}, {b}, o;")
+    if f32x2:
+        lines.append("mov.b64 {e, o}, acc;")
+    lines += ["add.f32 $0, e, o;", "}"]
+    return "\n".join(lines)
+
+
+BLOCK_DOT_PTX = tl.constexpr(_block_dot_ptx(False))
+BLOCK_DOT_PTX_F32X2 = tl.constexpr(_block_dot_ptx(True))
+
+
+@triton.jit
+def _split16(a):
+    """[B, 16] -> the 16 columns as [B] tensors (register-only: the 16 sit in one thread)."""
+    B: tl.constexpr = a.shape[0]
+    lo, hi = tl.split(tl.permute(tl.reshape(a, (B, 2, 8)), (0, 2, 1)))
+    a0, a1, a2, a3, a4, a5, a6, a7 = _split8(lo)
+    a8, a9, a10, a11, a12, a13, a14, a15 = _split8(hi)
+    return a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15
+
+
+@triton.jit
+def nvfp4_block_dot(x0, x1, a, ASM: tl.constexpr, F32X2: tl.constexpr):
+    """[BN, BKH] fp32 sums of 16 products e2m1 * 2**-14 * a_k per 16-block: x0, x1 [BN, BKH]
+    uint32 words (k 0..7 and 8..15 of each block), a [BKH, 16] fp32 activations.
+
+    ASM (GPU): one PTX block per 16-block (`_block_dot_ptx`). Otherwise the same decode and the
+    same two FMA chains (even k, odd k; both words) in plain Triton: what the interpreter runs."""
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _split16(a)
+    if ASM:
+        args = [x0, x1, a0[None, :], a1[None, :], a2[None, :], a3[None, :], a4[None, :], a5[None, :],
+                a6[None, :], a7[None, :], a8[None, :], a9[None, :], a10[None, :], a11[None, :], a12[None, :],
+                a13[None, :], a14[None, :], a15[None, :]]
+        if F32X2:
+            s = tl.inline_asm_elementwise(BLOCK_DOT_PTX_F32X2, "=r" + ",r" * 18, args, dtype=tl.float32,
+                                          is_pure=True, pack=1)
+        else:
+            s = tl.inline_asm_elementwise(BLOCK_DOT_PTX, "=r" + ",r" * 18, args, dtype=tl.float32,
+                                          is_pure=True, pack=1)
+    else:
+        p04, p26, p15, p37 = e2m1_f16x2_pairs(x0)
+        w0, w4 = f16x2_to_f32(p04, False)
+        w2, w6 = f16x2_to_f32(p26, False)
+        w1, w5 = f16x2_to_f32(p15, False)
+        w3, w7 = f16x2_to_f32(p37, False)
+        e = w0 * a0[None, :]
+        o = w1 * a1[None, :]
+        e += w2 * a2[None, :]
+        o += w3 * a3[None, :]
+        e += w4 * a4[None, :]
+        o += w5 * a5[None, :]
+        e += w6 * a6[None, :]
+        o += w7 * a7[None, :]
+        p04, p26, p15, p37 = e2m1_f16x2_pairs(x1)
+        w0, w4 = f16x2_to_f32(p04, False)
+        w2, w6 = f16x2_to_f32(p26, False)
+        w1, w5 = f16x2_to_f32(p15, False)
+        w3, w7 = f16x2_to_f32(p37, False)
+        e += w0 * a8[None, :]
+        o += w1 * a9[None, :]
+        e += w2 * a10[None, :]
+        o += w3 * a11[None, :]
+        e += w4 * a12[None, :]
+        o += w5 * a13[None, :]
+        e += w6 * a14[None, :]
+        o += w7 * a15[None, :]
+        s = e + o
+    return s
+
+
+@triton.jit
+def e4m3_words_to_f32(sw, ASM: tl.constexpr):
+    """uint32 words of 4 E4M3 scales -> the 4 scales (bytes 0..3) as fp32 e4m3 * 2**-8, two per
+    mask/shift: bytes 0 and 2 (sign -> 15, the rest -> 7..13) and bytes 1 and 3 (sign in place,
+    the rest shifted right by one) land as fp16 pairs, as in `_e4m3_words_to_f16`."""
+    p02 = ((sw & 0x00800080) << 8) | ((sw & 0x007F007F) << 7)
+    p13 = (sw & 0x80008000) | ((sw >> 1) & 0x3F803F80)
+    s0, s2 = f16x2_to_f32(p02, ASM)
+    s1, s3 = f16x2_to_f32(p13, ASM)
+    return s0, s1, s2, s3
+
+
+@triton.jit
+def nvfp4_gemv_step_even(acc, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
+                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, F32X2: tl.constexpr):
+    """`nvfp4_gemv_step` for a tile wholly inside W (N % BLOCK_N == 0, K % BLOCK_K == 0: no masks)
+    with the v4 block dot, the E4M3 scales read as words (stride_sn % 4 == 0) and decoded two per
+    op. a: [BK] fp32. acc [BN, BK//16] += block sum * e4m3 * 2**-8 (value e2m1*e4m3*a*2**-22)."""
+    BKW: tl.constexpr = BLOCK_K // 8
+    BKH: tl.constexpr = BLOCK_K // 16
+    offs_w = k0 // 8 + tl.arange(0, BKW)
+    x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :]).to(tl.uint32, bitcast=True)
+    x0, x1 = tl.split(tl.reshape(x, (BLOCK_N, BKH, 2)))
+    p = nvfp4_block_dot(x0, x1, tl.reshape(a, (BKH, 16)), ASM, F32X2)
+    offs_s = k0 // 64 + tl.arange(0, BLOCK_K // 64)
+    sw = tl.load(ws_ptr.to(tl.pointer_type(tl.uint32)) + offs_n[:, None] * (stride_sn // 4) + offs_s[None, :])
+    s0, s1, s2, s3 = e4m3_words_to_f32(sw, ASM)
+    s = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (BLOCK_N, BKH))   # bytes back in k order
+    return acc + p * s
+
+
 @triton.jit
 def _e4m3_words_to_f16(x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """[BN, BK//4] uint32 words of 4 E4M3 bytes -> [BN, BK] fp16 (value * 2**-8) in k order.
@@ -245,26 +376,36 @@ def _e4m3_words_to_f16(x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def _tile_load(ptrs, mask, other, EVEN: tl.constexpr):
+    """A tile load; EVEN (the tile lies wholly inside the tensor): without the mask."""
+    if EVEN:
+        return tl.load(ptrs)
+    else:
+        return tl.load(ptrs, mask=mask, other=other)
+
+
+@triton.jit
 def weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
                 FORMAT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                GROUP: tl.constexpr, BF16: tl.constexpr = False):
+                GROUP: tl.constexpr, BF16: tl.constexpr = False, EVEN: tl.constexpr = False):
     """Decoded [BLOCK_N, BLOCK_K] fp16 tile of W starting at column k0 (k >= K reads as 0); with
     BF16 (NVFP4 only) a bf16 tile of e2m1 * e4m3 * 2**-16 (never in the interpreter: bf16 math).
+    EVEN: the caller guarantees the tile is inside W (no masks).
 
     The packed bytes are read as uint32 words (stride_wn in words): 4 E4M3 or 8 nibbles each."""
     if FORMAT == 1:
         offs_w = k0 // 4 + tl.arange(0, BLOCK_K // 4)
-        x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :],
-                    mask=mask_n[:, None] & (offs_w < tl.cdiv(K, 4))[None, :], other=0)
+        x = _tile_load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :],
+                       mask_n[:, None] & (offs_w < tl.cdiv(K, 4))[None, :], 0, EVEN)
         w = _e4m3_words_to_f16(x.to(tl.uint32, bitcast=True), BLOCK_N, BLOCK_K)
     else:
         offs_w = k0 // 8 + tl.arange(0, BLOCK_K // 8)
-        x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :],
-                    mask=mask_n[:, None] & (offs_w < K // 8)[None, :], other=0)
+        x = _tile_load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :],
+                       mask_n[:, None] & (offs_w < K // 8)[None, :], 0, EVEN)
         if FORMAT == 0:
             offs_s = k0 // 16 + tl.arange(0, BLOCK_K // 16)
-            sb = tl.load(ws_ptr + offs_n[:, None] * stride_sn + offs_s[None, :],
-                         mask=mask_n[:, None] & (offs_s < K // 16)[None, :], other=0)
+            sb = _tile_load(ws_ptr + offs_n[:, None] * stride_sn + offs_s[None, :],
+                            mask_n[:, None] & (offs_s < K // 16)[None, :], 0, EVEN)
             if BF16:
                 w = _words_to_bf16(x.to(tl.uint32, bitcast=True), BLOCK_N, BLOCK_K)
                 w = _group_scale(w, e4m3_to_bf16_scaled(sb.to(tl.int32)), BLOCK_N, BLOCK_K, 16)
@@ -277,12 +418,12 @@ def weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
         if FORMAT == 2:
             if BLOCK_K >= GROUP:
                 offs_g = k0 // GROUP + tl.arange(0, BLOCK_K // GROUP)
-                s = tl.load(ws_ptr + offs_n[:, None] * stride_sn + offs_g[None, :],
-                            mask=mask_n[:, None] & (offs_g < K // GROUP)[None, :], other=0.0)
+                s = _tile_load(ws_ptr + offs_n[:, None] * stride_sn + offs_g[None, :],
+                               mask_n[:, None] & (offs_g < K // GROUP)[None, :], 0.0, EVEN)
                 w = _group_scale(w, s.to(tl.float16), BLOCK_N, BLOCK_K, GROUP)
             else:
                 in_k = (offs_n * 0 + k0) < K
-                s = tl.load(ws_ptr + offs_n * stride_sn + k0 // GROUP, mask=mask_n & in_k, other=0.0)
+                s = _tile_load(ws_ptr + offs_n * stride_sn + k0 // GROUP, mask_n & in_k, 0.0, EVEN)
                 w = w * s.to(tl.float16)[:, None]
     return w
 

@@ -21,6 +21,9 @@ Two launch shapes, same decode:
         reduces once after the loop (kernels.decode.nvfp4_gemv_step); FP8/INT4 reduce each tile.
         F16X2_ASM (set by `gemv` on GPUs) widens fp16 pairs with one inline-PTX cvt block; the
         interpreter runs the same math in plain Triton (kernels.decode.f16x2_to_f32).
+        EVEN (set by `gemv` when every tile lies inside W) drops the masks; for NVFP4 it also
+        selects the v4 step: one PTX block per 16-block (decode, widen, two FMA chains) and E4M3
+        scales read as words, with F32X2 (sm_100+) pairing the FMAs as FFMA2 (kernels/NOTES.md v4).
   gemm  tiled tl.dot (BF16/FP16 MMA, fp32 accumulate) for prefill, optional split-K for small M;
         SWAP_AB computes (W @ A^T)^T so the weight fills the MMA M dimension when M is small.
         With bf16 activations on a GPU, NVFP4 decodes straight to bf16 (W_BF16, set by `gemm`);
@@ -40,7 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.decode import FP8, INT4, NVFP4, epilogue_factor, nvfp4_gemv_step, weight_tile
+from kernels.decode import FP8, INT4, NVFP4, epilogue_factor, nvfp4_gemv_step, nvfp4_gemv_step_even, weight_tile
 
 FORMATS = {"nvfp4": NVFP4, "fp8": FP8, "int4": INT4}
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -53,7 +56,7 @@ def weight_only_gemv_kernel(
     stride_am, stride_wn, stride_sn, stride_cm,
     FORMAT: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ATOMIC: tl.constexpr,
-    F16X2_ASM: tl.constexpr = False,
+    F16X2_ASM: tl.constexpr = False, EVEN: tl.constexpr = False, F32X2: tl.constexpr = False,
 ):
     tl.static_assert(BLOCK_K % 32 == 0)
     m = tl.program_id(0)
@@ -61,24 +64,36 @@ def weight_only_gemv_kernel(
     pid_k = tl.program_id(2)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_n = offs_n < N
+    # the last split may own fewer K blocks: it stops there, so no iteration reads past K
+    iters = tl.minimum(K_ITERS, tl.cdiv(K, BLOCK_K) - pid_k * K_ITERS)
     if FORMAT == 0:
         # Per-thread block partials across the whole K range, one reduction after the loop.
         acc2 = tl.zeros((BLOCK_N, BLOCK_K // 16), dtype=tl.float32)
-        for it in range(0, K_ITERS):
+        for it in range(0, iters):
             k0 = (pid_k * K_ITERS + it) * BLOCK_K
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + m * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
-            acc2 = nvfp4_gemv_step(acc2, wq_ptr, ws_ptr, a, offs_n, mask_n, k0, K, stride_wn, stride_sn,
-                                   BLOCK_N, BLOCK_K, F16X2_ASM)
+            if EVEN:
+                a = tl.load(a_ptr + m * stride_am + offs_k).to(tl.float32)
+                acc2 = nvfp4_gemv_step_even(acc2, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
+                                            BLOCK_N, BLOCK_K, F16X2_ASM, F32X2)
+            else:
+                a = tl.load(a_ptr + m * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+                acc2 = nvfp4_gemv_step(acc2, wq_ptr, ws_ptr, a, offs_n, mask_n, k0, K, stride_wn, stride_sn,
+                                       BLOCK_N, BLOCK_K, F16X2_ASM)
         acc = tl.sum(acc2, axis=1) * 256.0            # the E4M3 scales were decoded as e4m3 * 2**-8
     else:
         acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-        for it in range(0, K_ITERS):
+        for it in range(0, iters):
             k0 = (pid_k * K_ITERS + it) * BLOCK_K
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + m * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
-            w = weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
-                            FORMAT, BLOCK_N, BLOCK_K, GROUP)
+            if EVEN:
+                a = tl.load(a_ptr + m * stride_am + offs_k).to(tl.float32)
+                w = weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
+                                FORMAT, BLOCK_N, BLOCK_K, GROUP, EVEN=True)
+            else:
+                a = tl.load(a_ptr + m * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+                w = weight_tile(wq_ptr, ws_ptr, offs_n, mask_n, k0, K, stride_wn, stride_sn,
+                                FORMAT, BLOCK_N, BLOCK_K, GROUP)
             acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
     acc = acc * epilogue_factor(gs_ptr, ws_ptr, offs_n, mask_n, FORMAT)
     c_ptrs = c_ptr + m * stride_cm + offs_n
@@ -257,9 +272,20 @@ def gemv(a, w: Weight, cfg: GemvConfig = GemvConfig(), out=None):
         a, wq, ws, gs, c, w.n, w.k, _k_iters(w.k, cfg.block_k, cfg.split_k),
         a.stride(0), wq.stride(0), ws.stride(0) if ws.dim() > 1 else 0, c.stride(0),
         FORMAT=FORMATS[w.fmt], GROUP=w.group, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        ATOMIC=cfg.split_k > 1, F16X2_ASM=not INTERPRET,
+        ATOMIC=cfg.split_k > 1, F16X2_ASM=not INTERPRET, EVEN=gemv_even(w, cfg.block_n, cfg.block_k, ws),
+        F32X2=not INTERPRET and a.is_cuda and torch.cuda.get_device_capability(a.device) >= (10, 0),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return c
+
+
+def gemv_even(w: Weight, block_n: int, block_k: int, ws=None) -> bool:
+    """Whether every GEMV tile lies inside W, so the kernel drops its masks. NVFP4 also reads its
+    E4M3 scales as 4-byte words (kernels.decode.nvfp4_gemv_step_even): whole words per tile and
+    per row, on an aligned base."""
+    even = w.n % block_n == 0 and w.k % block_k == 0
+    if w.fmt == "nvfp4":
+        even = even and block_k % 64 == 0 and (ws is None or ws.data_ptr() % 4 == 0)
+    return even
 
 
 def gemm(a, w: Weight, cfg: GemmConfig = GemmConfig(), out=None):

@@ -9,8 +9,6 @@ import dataclasses
 import re
 from pathlib import Path
 
-import yaml
-
 from advisor.errors import BadInput
 from launchers.settings import ServeSettings, Speculative
 
@@ -43,6 +41,8 @@ def save(name: str, settings: ServeSettings, *, api_key_env: str | None = None, 
     data["extra_env"] = {k: v for k, v in settings.extra_env}
     data["cuda_devices"] = list(settings.cuda_devices)
     p = _path(name, directory)
+    import yaml         # here, not at the top: the TUI lists profile names before its first paint
+
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(yaml.safe_dump({"profile": name, "settings": data}, sort_keys=False))
     return p
@@ -50,6 +50,8 @@ def save(name: str, settings: ServeSettings, *, api_key_env: str | None = None, 
 
 def load(name: str, *, directory: Path | None = None) -> tuple[ServeSettings, str | None]:
     """The settings and the api-key environment variable name (None when the profile has no key)."""
+    import yaml
+
     p = _path(name, directory)
     if not p.exists():
         known = ", ".join(list_names(directory)) or "none saved"

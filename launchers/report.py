@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
+from advisor.untrusted import printable
 
 
 def command_doc(cmd) -> Doc:
@@ -69,8 +70,10 @@ def _s(v, unit="s", fmt="{:.3f}"):
 
 def bench_doc(rep, verdicts=(), watch=()) -> Doc:
     blocks = [Heading(f"Benchmark: {rep.model} at {rep.url}"),
-              Paragraph(f"temperature 0, {rep.config.max_tokens} max tokens, {rep.config.shots} shots per prompt kind, "
-                        "medians", "dim")]
+              Paragraph(f"settings: {rep.config.settings}; temperature 0, medians; deadlines: "
+                        f"{rep.config.deadlines}", "dim")]
+    if rep.excluded_text:
+        blocks.append(Paragraph(f"{rep.excluded_text}: the figures below are over the rest", "warn"))
     blocks.append(Table(("prompt", "TTFT", "decode tok/s", "tokens", "failed"),
                         tuple((k.kind, _s(k.ttft_s), na(k.decode_tps, "", "{:.1f}"), na(k.tokens, "", "{:.0f}"),
                                str(k.failed)) for k in rep.kinds), title="Single stream"))
@@ -105,8 +108,9 @@ def bench_doc(rep, verdicts=(), watch=()) -> Doc:
     for v in verdicts:
         style = {"within": "good", "above": "good", "below": "bad"}.get(v.status, "dim")
         band = f"{v.band.low:.1f}–{v.band.high:.1f}" if v.band else "N/A"
-        blocks.append(Paragraph(f"{v.metric}: measured {na(v.measured, '', '{:.1f}')} vs predicted {band} → {v.status}",
-                                style))
+        caveat = f" ({rep.excluded_text})" if rep.excluded_text else ""
+        blocks.append(Paragraph(f"{v.metric}: measured {na(v.measured, '', '{:.1f}')} vs predicted {band} → {v.status}"
+                                f"{caveat}", style))
         if v.causes:
             blocks.append(Table(("#", "likely cause", "evidence"),
                                 tuple((str(n), c.text, c.evidence) for n, c in enumerate(v.causes, 1)),
@@ -117,7 +121,7 @@ def bench_doc(rep, verdicts=(), watch=()) -> Doc:
     if rep.notes:
         blocks.append(Bullets(rep.notes, title="Notes", style="dim"))
     if rep.failures:
-        blocks.append(Bullets(rep.failures[:10], title="Failed requests", style="bad"))
+        blocks.append(Bullets(rep.failures[:10], title="Failed or excluded requests", style="bad"))
     return Doc(tuple(blocks))
 
 
@@ -143,4 +147,4 @@ def plain(doc: Doc) -> str:
             if b.title:
                 out.append(b.title)
             out += [f"  - {i}" for i in b.items]
-    return "\n".join(out)
+    return printable("\n".join(out), multiline=True)

@@ -50,6 +50,7 @@ class ServeSettings:
     api_key: str | None = field(default=None, repr=False)
     cuda_graphs: bool = True
     prefix_caching: bool | None = None           # None = engine default
+    chat_template: str | None = None             # a chat template file passed to the engine
     cuda_devices: tuple[int, ...] = ()           # CUDA_VISIBLE_DEVICES; () = leave as is
     device: str | None = None                    # transformers serve: "cpu" / "cuda"
     weight_dtype: str | None = None              # engine --dtype override (FastLLM: fp8, int4g128, ...)
@@ -96,7 +97,8 @@ def _get(obj, name, default=None):
 def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSettings:
     """ServeSettings from an ``advisor.cost.plan.Plan`` (or its ``to_json()`` dict): the recommendation's
     KV dtype (engine spelling), max batch, context cap (max model len), memory share, chunked prefill,
-    TP, CUDA graphs and speculative method / draft tokens. ``overrides`` win (model path, port, draft model, ...)."""
+    TP, CUDA graphs and speculative method / draft tokens, and what its figures assumed besides (environment such
+    as FASTLLM_DRAFT_QUANT, prefix caching, the chat template). ``overrides`` win (model path, port, draft model, ...)."""
     rec = _get(plan, "recommendation", plan)
     draft = _get(rec, "draft_tokens") or 0
     method = _get(rec, "speculative_method")
@@ -116,6 +118,9 @@ def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSe
         tp=_get(rec, "tp") or 1,
         cuda_graphs=bool(_get(rec, "cuda_graphs", True)),
         speculative=spec,
+        prefix_caching=_get(rec, "prefix_caching"),
+        chat_template=_get(rec, "chat_template"),
+        extra_env=tuple((str(k), str(v)) for k, v in (_get(rec, "env") or {}).items()),
     )
     overrides.pop("draft_model", None)
     values.update(overrides)

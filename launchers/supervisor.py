@@ -1,11 +1,20 @@
-"""Run one engine server: own process group, logs to a file and to the caller, readiness, diagnosis,
-and a stop that escalates SIGINT -> SIGTERM -> SIGKILL over the whole group.
+"""Run one engine server: own session and process group, logs to a file and to the caller,
+readiness, diagnosis, and a stop that escalates SIGINT -> SIGTERM -> SIGKILL over its whole tree.
 
-Children die with the advisor: the child sets PR_SET_PDEATHSIG before exec. Linux delivers that
+The tree is every process the server started, also those that left its process group (double
+fork + setsid): its own cgroup where one can be made, an environment marker, and its group and
+session (launchers/process_tree.py). ``stop`` signals all of them and reports the ones outside
+the group it had to end; survivors are reported, never hidden.
+
+The leader dies with the advisor: the child sets PR_SET_PDEATHSIG before exec. Linux delivers that
 signal when the *thread* that forked the child exits, so every server is forked by one spawner
 thread that lives as long as the advisor (a TUI worker thread that starts a server and returns
-must not take the server with it). A pidfile per port lets the next start find leftovers when even
-that fails (e.g. grandchildren of a SIGKILLed advisor).
+must not take the server with it). The leader's own children get no such signal when the advisor
+is killed with SIGKILL: a pidfile per server lets the next start find them, and ``start`` ends what
+a dead advisor left behind (``Server.swept``).
+
+Engine output is read in lines of at most MAX_LOG_LINE bytes: the rest of a longer line is dropped
+(and counted in the line), so a 100 MB line costs no memory.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import ctypes
 import errno
 import os
 import queue
+import secrets
 import shutil
 import signal
 import socket
@@ -31,13 +41,14 @@ from typing import Callable
 import psutil
 
 from advisor.errors import AdvisorError
-from launchers import pidfile
+from launchers import pidfile, process_tree
 from launchers.command import LaunchCommand
 from launchers.readiness import ProbeResult, probe
 from advisor.redact import redact as redact_text
 from launchers.signatures import FATAL, NOT_READY, PORT, READY, Finding, diagnose, match_line
 
 PR_SET_PDEATHSIG = 1
+MAX_LOG_LINE = 8192           # bytes of one engine output line kept (vLLM's config line is ~4 KB)
 try:  # loaded before any fork: dlopen after fork is not safe
     _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 except OSError:  # pragma: no cover
@@ -66,10 +77,28 @@ class Ready:
 
 @dataclass(frozen=True)
 class StopResult:
-    signal: str | None                    # the signal that ended the group; None = it had already exited
+    signal: str | None                    # the signal that ended the tree; None = it had already exited
     elapsed_s: float
     exit_code: int | None
     survivors: tuple[int, ...] = ()       # pids still alive after SIGKILL (should be empty)
+    escaped: tuple[str, ...] = ()         # 'pid N (name)' of processes that had left the process group
+
+
+@dataclass(frozen=True)
+class Swept:
+    """What ``start`` ended of a server an earlier, dead advisor left behind."""
+
+    pid: int                              # the server's leader (already gone)
+    port: int
+    engine: str
+    ended: tuple[str, ...]                # 'pid N (name)'
+    survivors: tuple[int, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return (f"ended {len(self.ended)} process{'es' if len(self.ended) != 1 else ''} that an earlier run's "
+                f"{self.engine} server (pid {self.pid}, port {self.port}) left behind: {', '.join(self.ended)}"
+                + (f"; still alive: {', '.join(map(str, self.survivors))}" if self.survivors else ""))
 
 
 @dataclass
@@ -133,18 +162,46 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
-def _child_setup(parent_pid: int) -> None:  # runs in the child between fork and exec
+def _child_setup(parent_pid: int, cgroup_procs: str) -> None:  # runs in the child between fork and exec
     if _LIBC is not None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
+    if cgroup_procs:                # join the server's cgroup before anything can fork: bare syscalls only
+        try:
+            fd = os.open(cgroup_procs, os.O_WRONLY)
+            os.write(fd, b"0")
+            os.close(fd)
+        except OSError:
+            pass                    # the parent sees it did not join and tracks without the cgroup
+
+
+def sweep(records_dir: Path | None = None) -> list[Swept]:
+    """End the remains of servers whose advisor and leader are both gone (a kill -9 of the advisor
+    leaves the leader's children running) and delete their records. A server whose leader still
+    runs is a leftover for ``--stop-leftovers``, not an orphan: it is left alone."""
+    out = []
+    for rec in pidfile.records(records_dir):
+        if pidfile.owner_alive(rec) or pidfile.leader_alive(rec):
+            continue
+        procs = process_tree.members(rec.tree) if rec.pgid > 1 else []
+        if procs:
+            res = stop_tree(rec.tree, None, int_timeout_s=0.5, term_timeout_s=1.5, kill_timeout_s=5.0)
+            out.append(Swept(rec.pid, rec.port, rec.engine, process_tree.describe(procs), res.survivors))
+            if res.survivors:
+                continue            # keep the record: the next start tries again
+        process_tree.remove_cgroup(rec.cgroup)
+        pidfile.remove_record(rec)
+    process_tree.remove_stale_cgroups()
+    return out
 
 
 class Server:
     """One supervised server. Use as a context manager or call ``stop()``."""
 
     def __init__(self, cmd: LaunchCommand, *, log_path: Path | str, on_line: Callable[[str], None] | None = None,
-                 records_dir: Path | None = None, work_dir: Path | str | None = None, keep_lines: int = 4000):
+                 records_dir: Path | None = None, work_dir: Path | str | None = None, keep_lines: int = 4000,
+                 cgroups: bool = True):
         self.cmd = cmd
         self.engine = cmd.engine
         self.log_path = Path(log_path)
@@ -159,10 +216,14 @@ class Server:
         self._lock = threading.Lock()
         self._ready_line: str | None = None
         self.started_at = 0.0
+        self.use_cgroups = cgroups
+        self.tree: process_tree.Tree | None = None
+        self.swept: list[Swept] = []          # what start() ended of earlier runs' orphans
 
     # ------------------------------------------------------------------ start
     def start(self) -> "Server":
         s = self.cmd.settings
+        self.swept = sweep(self.records_dir)
         if not port_free(s.host, s.port):
             owners = [r for r in pidfile.leftovers(self.records_dir) if r.port == s.port]
             if owners:
@@ -181,6 +242,10 @@ class Server:
         env = dict(os.environ)
         env.update(dict(self.cmd.env))
         env.setdefault("PYTHONUNBUFFERED", "1")
+        token = secrets.token_hex(8)
+        env[process_tree.MARKER] = token
+        cgroup = process_tree.make_cgroup(token) if self.use_cgroups else ""
+        procs = os.path.join(cgroup, "cgroup.procs") if cgroup else ""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # O_NONBLOCK: a FIFO with no reader fails at once (ENXIO) instead of hanging the launch
@@ -195,28 +260,39 @@ class Server:
         self._log.flush()
         parent = os.getpid()
         self.started_at = time.monotonic()
-        self.proc = _SPAWNER.call(lambda: subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True, preexec_fn=lambda: _child_setup(parent), close_fds=True))
+        try:
+            self.proc = _SPAWNER.call(lambda: subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, preexec_fn=lambda: _child_setup(parent, procs), close_fds=True))
+        except BaseException:
+            process_tree.remove_cgroup(cgroup)
+            raise
         _LIVE.add(self)
         try:
             started = psutil.Process(self.proc.pid).create_time()
         except psutil.Error:
             started = 0.0
+        if cgroup and self.proc.pid not in process_tree.cgroup_pids(cgroup) and self.proc.poll() is None:
+            process_tree.remove_cgroup(cgroup)           # the child could not join: track it without
+            cgroup = ""
+        self.tree = process_tree.Tree(token, self.proc.pid, started, cgroup)
+        me = psutil.Process()
+        host, boot = pidfile.this_boot()
         pidfile.write(pidfile.ServerRecord(
             pid=self.proc.pid, pgid=self.proc.pid, port=s.port, engine=self.engine, started=started,
-            command_line=self.cmd.display(), log=str(self.log_path)), self.records_dir)
+            command_line=self.cmd.display(), log=str(self.log_path), token=token, cgroup=cgroup,
+            owner_pid=me.pid, owner_started=me.create_time(), host=host, boot=boot), self.records_dir)
         self._reader = threading.Thread(target=self._read, name=f"{self.engine}-log", daemon=True)
         self._reader.start()
         return self
 
     def _read(self) -> None:
         assert self.proc and self.proc.stdout
-        secrets = self.cmd.secrets
-        for raw in iter(self.proc.stdout.readline, b""):
+        known = self.cmd.secrets
+        for raw in _capped_lines(self.proc.stdout, MAX_LOG_LINE):
             text = raw.decode("utf-8", "replace").rstrip("\n")
             for part in (p for p in text.split("\r") if p.strip()):
-                line = redact_text(part, secrets)
+                line = redact_text(part, known)
                 with self._lock:
                     self.lines.append(line)
                     for f in match_line(self.engine, line):
@@ -249,14 +325,10 @@ class Server:
             return list(self.lines)[-n:]
 
     def processes(self) -> list[psutil.Process]:
-        """The leader and every descendant still alive."""
-        if not self.proc:
+        """Every live process of the server: the leader, its descendants, and those that left."""
+        if not self.proc or not self.tree:
             return []
-        try:
-            leader = psutil.Process(self.proc.pid)
-            return [leader] + leader.children(recursive=True)
-        except psutil.Error:
-            return []
+        return process_tree.members(self.tree)
 
     def listener_is_ours(self) -> bool | None:
         """True when a process of this server listens on the port; None when that cannot be read."""
@@ -328,9 +400,11 @@ class Server:
 
     # ------------------------------------------------------------------ stop
     def stop(self, *, int_timeout_s: float = 10.0, term_timeout_s: float = 10.0, kill_timeout_s: float = 5.0) -> StopResult:
-        if not self.proc:
+        if not self.proc or not self.tree:
             return StopResult(None, 0.0, None)
-        result = stop_group(self.proc.pid, self.proc, int_timeout_s, term_timeout_s, kill_timeout_s)
+        result = stop_tree(self.tree, self.proc, int_timeout_s, term_timeout_s, kill_timeout_s)
+        if not result.survivors:
+            process_tree.remove_cgroup(self.tree.cgroup)
         self._drain()
         try:
             self._log.close()
@@ -347,47 +421,54 @@ class Server:
         self.stop()
 
 
-def _gone(pgid: int, leader: subprocess.Popen | None) -> bool:
-    if leader is not None and leader.poll() is None:
-        return False
-    if leader is None:
-        try:
-            p = psutil.Process(pgid)
-            if p.status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.Error:
-            pass
-    return not pidfile.group_members(pgid)
-
-
-def stop_group(pgid: int, leader: subprocess.Popen | None = None, int_timeout_s: float = 10.0,
-               term_timeout_s: float = 10.0, kill_timeout_s: float = 5.0) -> StopResult:
-    """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each with its own timeout."""
+def stop_tree(tree: process_tree.Tree, leader: subprocess.Popen | None = None, int_timeout_s: float = 10.0,
+              term_timeout_s: float = 10.0, kill_timeout_s: float = 5.0) -> StopResult:
+    """SIGINT, then SIGTERM, then SIGKILL to every process of the tree, each with its own timeout."""
     t0 = time.monotonic()
-    if _gone(pgid, leader):
+    procs = process_tree.members(tree)
+    if not procs and (leader is None or leader.poll() is not None):
         return StopResult(None, 0.0, leader.returncode if leader else None)
+    escaped = process_tree.describe(process_tree.outside_group(tree, procs))
     used = None
-    for sig, wait in ((signal.SIGINT, int_timeout_s), (signal.SIGTERM, term_timeout_s), (signal.SIGKILL, kill_timeout_s)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
+    for sig, wait in ((signal.SIGINT, int_timeout_s), (signal.SIGTERM, term_timeout_s),
+                      (signal.SIGKILL, kill_timeout_s)):
+        procs = process_tree.members(tree)
+        if not procs and (leader is None or leader.poll() is not None):
             break
-        except PermissionError:
-            continue
+        escaped += tuple(d for d in process_tree.describe(process_tree.outside_group(tree, procs))
+                         if d not in escaped)           # also those that left the group meanwhile
+        process_tree.signal_all(tree, sig, procs)
         used = sig.name
-        end = time.monotonic() + wait
-        while time.monotonic() < end:
-            if _gone(pgid, leader):
-                return StopResult(used, time.monotonic() - t0, leader.returncode if leader else None)
-            time.sleep(0.05)
-    survivors = tuple(p.pid for p in pidfile.group_members(pgid))
-    return StopResult(used, time.monotonic() - t0, leader.poll() if leader else None, survivors)
+        if process_tree.wait_gone(tree, wait, leader):
+            return StopResult(used, time.monotonic() - t0, leader.returncode if leader else None, (), escaped)
+    survivors = tuple(p.pid for p in process_tree.members(tree))
+    return StopResult(used, time.monotonic() - t0, leader.poll() if leader else None, survivors, escaped)
 
 
 def stop_leftover(rec: pidfile.ServerRecord, **timeouts) -> StopResult:
-    result = stop_group(rec.pgid, None, **timeouts)
+    result = stop_tree(rec.tree, None, **timeouts)
+    if not result.survivors:
+        process_tree.remove_cgroup(rec.cgroup)
     pidfile.remove_record(rec)
     return result
+
+
+def _capped_lines(stream, limit: int):
+    """Lines of a binary stream, each cut to ``limit`` bytes: the rest of a longer line is read and
+    dropped piece by piece (memory stays at ``limit``), and the kept part says how much went."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            dropped = len(line) - limit
+            while True:
+                rest = stream.readline(limit)
+                dropped += len(rest) - rest.endswith(b"\n")
+                if not rest or rest.endswith(b"\n"):
+                    break
+            line = line[:limit] + f" [... {dropped:,} more bytes of this line dropped]\n".encode()
+        yield line
 
 
 @atexit.register

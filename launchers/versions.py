@@ -7,11 +7,12 @@ earliest/latest versions actually read, so a gate may be conservative; the messa
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from advisor.errors import Unsupported
 
@@ -32,7 +33,15 @@ DISTRIBUTIONS = {
     "transformers": ("transformers",),
     "llamacpp": (),
 }
-EXECUTABLES = {"vllm": "vllm", "llamacpp": "llama-server"}
+# What each engine's command runs (launchers/engines/*): its version is that program's, wherever it lives.
+EXECUTABLES = {"vllm": ("vllm",), "sglang": ("sglang", "python3", "python"), "fastllm": ("ftllm",),
+               "trtllm": ("trtllm-serve",), "transformers": ("transformers",), "llamacpp": ("llama-server",)}
+# Asked of the engine's own interpreter: the first of the distributions it has installed.
+_ASK = ("import importlib.metadata as m, sys\n"
+        "for d in sys.argv[1:]:\n"
+        "    try:\n        print(m.version(d)); break\n"
+        "    except m.PackageNotFoundError:\n        pass\n")
+_TRAMPOLINE = re.compile(r"^'''exec' \"?([^\"\s]+)\"?", re.M)     # pip's launcher for long interpreter paths
 
 
 def parse(version: str | None) -> tuple[int, ...]:
@@ -46,28 +55,68 @@ def parse(version: str | None) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class DetectedVersion:
     version: str | None
-    how: str                     # "importlib.metadata (vllm)", "vllm --version", "not installed"
+    how: str                     # "transformers at /venv/bin/transformers (its Python)", "vllm --version", "not installed"
+
+
+def find_executable(name: str) -> str | None:
+    """Where the launcher finds ``name``: PATH first, then next to this interpreter (as
+    launchers/supervisor.py resolve_executable does)."""
+    return shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+
+
+def python_of(path: str) -> list[str] | None:
+    """The interpreter a console script runs with (its shebang, or pip's `exec` trampoline); the
+    program itself when it is a Python; None for a native program."""
+    if Path(path).name.startswith("python"):
+        return [path]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1024).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if not head.startswith("#!"):
+        return None
+    tramp = _TRAMPOLINE.search(head)
+    if tramp and "python" in tramp.group(1):
+        return [tramp.group(1)]
+    first = head[2:].splitlines()[0].strip()
+    return first.split() if "python" in first else None
 
 
 def detect_version(engine: str, *, timeout_s: float = 20.0) -> DetectedVersion:
-    """The engine version installed here (edge code: reads the environment)."""
-    for dist in DISTRIBUTIONS.get(engine, ()):
-        try:
-            return DetectedVersion(importlib.metadata.version(dist), f"importlib.metadata ({dist})")
-        except importlib.metadata.PackageNotFoundError:
+    """The version of the engine the command will run (edge code: reads PATH and runs the program).
+    A console script's own interpreter is asked for its package version, so an engine installed in
+    another environment is seen as it is; a native program (llama-server) answers `--version`."""
+    dists = DISTRIBUTIONS.get(engine, ())
+    for name in EXECUTABLES.get(engine, ()):
+        path = find_executable(name)
+        if not path:
             continue
-    exe = EXECUTABLES.get(engine)
-    if exe and shutil.which(exe):
-        try:
-            out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=timeout_s,
-                                 stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return DetectedVersion(None, f"{exe} --version failed")
-        found = version_from_output(out.stdout + "\n" + out.stderr)
-        if found:
-            return DetectedVersion(found, f"{exe} --version")
-        return DetectedVersion(None, f"{exe} --version printed no version")
+        python = python_of(path)
+        if python is not None and dists:
+            found = _ask(python + ["-c", _ASK, *dists], timeout_s)
+            if found:
+                return DetectedVersion(found, f"{name} at {path} (its Python)")
+            if name.startswith("python"):
+                continue                    # an interpreter without the engine is not the engine
+        if python is None or engine == "vllm":
+            found = version_from_output(_ask([path, "--version"], timeout_s, raw=True) or "")
+            if found:
+                return DetectedVersion(found, f"{name} --version")
+        return DetectedVersion(None, f"{name} at {path} did not tell its version")
     return DetectedVersion(None, "not installed")
+
+
+def _ask(argv: list[str], timeout_s: float, raw: bool = False) -> str | None:
+    """The program's answer: its last stdout line (``raw``: all it printed), None when it failed."""
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if raw:
+        return out.stdout + "\n" + out.stderr
+    lines = out.stdout.strip().splitlines()
+    return lines[-1].strip() if out.returncode == 0 and lines else None
 
 
 _BUILD = re.compile(r"^\s*version:\s*(\d+)", re.M)                       # llama.cpp: "version: 5191 (...)"

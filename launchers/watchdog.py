@@ -103,9 +103,11 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml = None
+        self._since: tuple[float, float] | None = None      # (server CPU seconds, monotonic time) of the last sample
 
     def start(self) -> "Watchdog":
         self._nvml = _nvml()
+        self._since = (self._cpu_seconds(self._pids()), time.monotonic())
         self._thread = threading.Thread(target=self._loop, name="watchdog", daemon=True)
         self._thread.start()
         return self
@@ -114,7 +116,17 @@ class Watchdog:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5.0)
+        if not self.samples and self._since is not None and not (self._thread and self._thread.is_alive()):
+            self._sample()                 # a run shorter than one interval still gets its one sample
         return self.samples
+
+    def _sample(self) -> None:
+        pids = self._pids()
+        cpu, now = self._cpu_seconds(pids), time.monotonic()
+        last_cpu, last_t = self._since
+        cores = max(0.0, (cpu - last_cpu) / (now - last_t)) if now > last_t else None
+        self._since = (cpu, now)
+        self.samples.append(Sample(now, cores, gpu_samples(self._nvml, set(pids))))
 
     def _cpu_seconds(self, pids) -> float:
         total = 0.0
@@ -127,14 +139,8 @@ class Watchdog:
         return total
 
     def _loop(self) -> None:
-        pids = self._pids()
-        last_cpu, last_t = self._cpu_seconds(pids), time.monotonic()
         while not self._stop.wait(self.interval_s) and len(self.samples) < self.max_samples:
-            pids = self._pids()
-            cpu, now = self._cpu_seconds(pids), time.monotonic()
-            cores = max(0.0, (cpu - last_cpu) / (now - last_t)) if now > last_t else None
-            last_cpu, last_t = cpu, now
-            self.samples.append(Sample(now, cores, gpu_samples(self._nvml, set(pids))))
+            self._sample()
 
 
 def findings(samples: list[Sample], *, expect_gpu: bool = True) -> list[WatchFinding]:

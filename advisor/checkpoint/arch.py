@@ -8,19 +8,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.checkpoint.model import ArchInfo, LinearStateInfo, MLAInfo, MoEInfo
+from advisor.checkpoint.aliases import canonical, tie_default
+from advisor.checkpoint.model import ArchInfo, KVGroup, LinearStateInfo, MLAInfo, MoEInfo
 
 _NESTED_TEXT = ("text_config", "language_config", "llm_config")
 _VISION_KEYS = ("vision_config", "visual", "vision_tower_config", "mm_vision_tower")
 
 
-def text_config(config: dict) -> dict:
-    """The language-model part of a config (the config itself when not nested)."""
+def raw_text_config(config: dict) -> dict:
+    """The language-model part of a config as written (the config itself when not nested)."""
     for key in _NESTED_TEXT:
         sub = config.get(key)
-        if isinstance(sub, dict) and ("num_hidden_layers" in sub or "hidden_size" in sub):
+        if isinstance(sub, dict) and ("num_hidden_layers" in sub or "hidden_size" in sub or "num_layers" in sub):
             return sub
     return config
+
+
+def text_config(config: dict) -> dict:
+    """The language-model part with the advisor's key names (aliases.canonical): what sizing reads."""
+    return canonical(raw_text_config(config))
 
 
 def _first(cfg: dict, *keys, default=None):
@@ -48,9 +54,14 @@ POSITIVE_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num
 
 def invalid_numbers(config: dict) -> list[tuple[str, object]]:
     """(key path, value) of each POSITIVE_KEYS entry of the text config that is set but not a positive int."""
-    cfg = text_config(config)
+    cfg = raw_text_config(config)
     prefix = next((k + "." for k in _NESTED_TEXT if config.get(k) is cfg), "")
-    return [(prefix + k, cfg[k]) for k in POSITIVE_KEYS if cfg.get(k) is not None and not _pos(cfg[k])]
+    norm = canonical(cfg)
+    out = [(prefix + k, cfg[k]) for k in POSITIVE_KEYS if cfg.get(k) is not None and not _pos(cfg[k])]
+    # a family spelling (n_embd, num_layers, ...) that is set but unusable is named as written
+    out += [(prefix + k, v) for k, v in norm.items() if k in POSITIVE_KEYS and k not in cfg and v is not None
+            and not _pos(v) and not isinstance(v, float)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,11 @@ def layer_kinds(config: dict) -> list[LayerKind]:
         kinds = {"M": LayerKind("mamba", "none"), "*": LayerKind("attention", "none"),
                  "-": LayerKind("none", "dense"), "E": LayerKind("none", "moe")}
         return [kinds.get(c, LayerKind("none", "none")) for c in pattern]
+    nas = nas_blocks(cfg)
+    if nas is not None:
+        return [LayerKind(_nas_part(b.get("attention"), "attention"), _nas_part(b.get("ffn"), "dense")) for b in nas]
+    if str(cfg.get("model_type", "")) in ("mamba", "falcon_mamba", "mamba2"):
+        return [LayerKind("mamba", "none") for _ in range(n)]     # attention-free: every layer a Mamba mixer
     mla = _int(cfg.get("kv_lora_rank")) > 0
     blocks = cfg.get("layers_block_type")
     if isinstance(blocks, list) and blocks and str(cfg.get("model_type", "")).startswith("nemotron"):
@@ -140,6 +156,62 @@ def layer_kinds(config: dict) -> list[LayerKind]:
             mixer = "mla" if mla else "attention"
         out.append(LayerKind(mixer, "moe" if _moe_layer(cfg, i) else "dense"))
     return out
+
+
+def nas_blocks(cfg: dict) -> list[dict] | None:
+    """Nemotron-NAS / DeciLM per-layer blocks ({attention: {n_heads_in_group, no_op, replace_with_linear},
+    ffn: {ffn_mult, no_op, replace_with_linear}}), None for other models."""
+    blocks = cfg.get("block_configs")
+    if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
+        return None
+    return blocks
+
+
+def _nas_part(part, kind: str) -> str:
+    """vllm model_executor/models/nemotron_nas.py:134-135@0.33.0: a no_op attention / FFN has no weights."""
+    if not isinstance(part, dict) or part.get("no_op") is True:
+        return "none"
+    return "linear" if part.get("replace_with_linear") is True else kind
+
+
+def layer_attention(cfg: dict, i: int) -> tuple[int, int, bool]:
+    """(KV heads, head size, has a V projection) of decoder layer i.
+
+    Nemotron-NAS: num_attention_heads // n_heads_in_group (nemotron_nas.py:148-150@0.33.0).
+    Gemma 4 full-attention layers: global_head_dim and num_global_key_value_heads, and no v_proj when
+    attention_k_eq_v (transformers models/gemma4/configuration_gemma4.py per_layer_config and
+    modeling_gemma4.py Gemma4TextAttention @5.24.0; vLLM loads K into both K and V, gemma4.py:89-107@0.33.0).
+    """
+    heads = _pos(cfg.get("num_attention_heads"))
+    kv_raw = _first(cfg, "num_key_value_heads", "num_kv_heads", "multi_query_group_num")
+    kvh = heads if kv_raw is None else _pos(kv_raw)
+    hd = head_dim(cfg)
+    nas = nas_blocks(cfg)
+    if nas is not None and i < len(nas):
+        group = (nas[i].get("attention") or {}).get("n_heads_in_group")
+        kvh = heads // group if _pos(group) and heads else kvh
+        return kvh, hd, True
+    types = cfg.get("layer_types")
+    if str(cfg.get("model_type", "")).startswith("gemma4") and isinstance(types, list) and i < len(types) \
+            and types[i] == "full_attention":
+        g_hd = _pos(cfg.get("global_head_dim")) or hd
+        k_eq_v = cfg.get("attention_k_eq_v") is True
+        g_kv = _pos(cfg.get("num_global_key_value_heads")) if k_eq_v else 0
+        return g_kv or kvh, g_hd, not k_eq_v
+    return kvh, hd, True
+
+
+def kv_groups(cfg: dict, kinds: list[LayerKind]) -> tuple[KVGroup, ...]:
+    """Per-layer KV geometry when attention layers differ in KV heads or head size (else empty)."""
+    seen: dict[tuple[int, int, bool], int] = {}
+    for i, k in enumerate(kinds):
+        if k.mixer in ("attention", "sliding"):
+            kvh, hd, _ = layer_attention(cfg, i)
+            key = (kvh, hd, k.mixer == "sliding")
+            seen[key] = seen.get(key, 0) + 1
+    if len({(kvh, hd) for kvh, hd, _ in seen}) <= 1:
+        return ()
+    return tuple(KVGroup(n, kvh, hd, sliding, 2 * kvh * hd) for (kvh, hd, sliding), n in seen.items())
 
 
 def _sw_all_layers(cfg: dict, i: int) -> bool:
@@ -253,11 +325,14 @@ def arch_info(config: dict) -> ArchInfo:
     # absent: as many KV heads as query heads (HF's default); present but invalid: unknown (0)
     kv_raw = _first(cfg, "num_key_value_heads", "num_kv_heads", "multi_query_group_num")
     kv_heads = heads if kv_raw is None else _pos(kv_raw)
+    if nas_blocks(cfg) is not None:     # per-block KV heads: the most common one stands for the model
+        per = [layer_attention(cfg, i)[0] for i, k in enumerate(kinds) if k.mixer == "attention"]
+        kv_heads = max(set(per), key=per.count) if per else kv_heads
     sw = cfg.get("sliding_window")
     n_sw = sum(1 for k in kinds if k.mixer == "sliding")
     tie = config.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))
     if tie is None:
-        tie = False
+        tie = tie_default(str(cfg.get("model_type") or config.get("model_type") or ""))
     archs = config.get("architectures") or cfg.get("architectures") or ()
     return ArchInfo(
         model_type=config.get("model_type") or cfg.get("model_type"),
@@ -281,4 +356,5 @@ def arch_info(config: dict) -> ArchInfo:
         mtp_layers=mtp_layers(cfg),
         has_vision=has_vision(config),
         linear_state=linear_state(cfg, kinds),
+        kv_groups=kv_groups(cfg, kinds),
     )

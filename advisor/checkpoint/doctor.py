@@ -21,8 +21,13 @@ from advisor.errors import BadInput
 
 _NOTE_SEVERITY = {"modelopt-config-groups-contradict": "info", INVALID: "error", CONFLICT: "warn"}
 
+
+def note_severity(code: str) -> str:
+    return _NOTE_SEVERITY.get(code, "warn")
+
 _SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scale", 1.0),
             ("input_global_scale", -1.0))
+_SCALARS_BY_KIND = tuple((kind, tuple(s for s in _SCALARS if s[0].startswith(kind))) for kind in ("weight", "input"))
 
 
 def findings(files, plan, arch: ArchInfo, mods, groups: list[ModuleGroup], label: str,
@@ -36,7 +41,7 @@ def findings(files, plan, arch: ArchInfo, mods, groups: list[ModuleGroup], label
         if code == "producer":
             continue
         out.append(Finding(code, _NOTE_SEVERITY.get(code, "warn"), msg))
-    out += _arch_number_checks(files.config)
+    out += arch_number_checks(files.config)
     quantized = [m for m in mods if is_quantized(m.weight)]
     if quantized and plan.producer == "none":
         out.append(Finding("quantized-without-config", "warn",
@@ -52,7 +57,30 @@ def findings(files, plan, arch: ArchInfo, mods, groups: list[ModuleGroup], label
             out += uncalibrated_input_scales(files, mods)
     out += _dtype_check(files, groups)
     out += _mixed_checks(label, shares)
+    out += _declared_layer_checks(files, plan, mods)
     return out
+
+
+def _declared_layer_checks(files, plan, mods) -> list[Finding]:
+    """quantized_layers entries that name no module: their declared format lands nowhere, so those weights are
+    counted in whatever format the module list holds (a config-only module list named unlike the checkpoint)."""
+    from advisor.checkpoint.roles import group_name
+    from advisor.checkpoint.synth import names_absent
+
+    if not plan.declared_layers:
+        return []
+    absent = names_absent(plan.declared_layers, ((m.name, m.count) for m in mods))
+    if not absent:
+        return []
+    patterns: dict[str, int] = {}
+    for name in absent:
+        patterns[group_name(name)] = patterns.get(group_name(name), 0) + 1
+    where = "the safetensors files" if files.headers else "the modules synthesized from config.json"
+    shown = ", ".join(f"{p} ({n})" for p, n in list(patterns.items())[:3])
+    return [Finding("quantized-layers-unmatched", "warn",
+                    f"{len(absent)} of {len(plan.declared_layers)} quantized_layers entries name no module of {where}, "
+                    f"e.g. {shown}: their declared formats are not applied, so sizes and the scheme label may be "
+                    "wrong", detail="; ".join(f"{p} ({n})" for p, n in patterns.items()), modules=tuple(absent[:50]))]
 
 
 def _mixed_checks(label: str, shares: dict[str, float]) -> list[Finding]:
@@ -76,13 +104,13 @@ def _index_checks(files) -> list[Finding]:
     where: dict[str, str] = {}
     total = 0
     for h in files.headers:
-        base = os.path.basename(h.path)
-        for name, t in h.tensors.items():
-            where[name] = base
-            total += t.nbytes
+        shard = os.path.basename(h.path)
+        where.update(dict.fromkeys(h.tensors, shard))
+        total += sum(t.end - t.begin for t in h.tensors.values())
     missing = [n for n in wm if n not in where]
     extra = [n for n in where if n not in wm]
-    moved = [n for n, s in wm.items() if n in where and os.path.basename(s) != where[n]]
+    base = {s: os.path.basename(s) for s in set(wm.values()) if isinstance(s, str)}
+    moved = [n for n, s in wm.items() if n in where and base.get(s, s) != where[n]]
     out = []
     if missing or extra or moved:
         parts = []
@@ -110,7 +138,7 @@ def _kv_checks(files, plan) -> list[Finding]:
     return []
 
 
-def _arch_number_checks(config: dict | None) -> list[Finding]:
+def arch_number_checks(config: dict | None) -> list[Finding]:
     if not isinstance(config, dict):
         return []
     return [Finding("invalid-arch-config", "error",
@@ -196,12 +224,12 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
     for (parent, _), ms in members.items():
         if len(ms) < 2:
             continue
-        for kind in ("weight", "input"):
+        for kind, scalars in _SCALARS_BY_KIND:
             vals = {}
             for m in ms:
-                for suffix, sign in _SCALARS:
-                    if suffix.startswith(kind) and (m.name, suffix) in values:
-                        v = values[(m.name, suffix)]
+                for suffix, sign in scalars:
+                    v = values.get((m.name, suffix))
+                    if v is not None:
                         # compressed-tensors stores the reciprocal (global_scale = 1 / scale_2)
                         vals[m.name] = (1.0 / v) if sign < 0 and v else v
             if len(vals) >= 2 and len({round(v, 12) if v == v else "nan" for v in vals.values()}) > 1:
@@ -245,19 +273,32 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
                     modules=tuple(n for n, _ in list(values)[:20]))]
 
 
+_SPAN = 1 << 16     # scalars closer than this to the first of a run are read with it in one call
+_F32 = struct.Struct("<f")
+
+
 def _read_scalars(reads) -> dict[tuple[str, str], float]:
+    """The 4-byte scalars at (path, offset), read in offset order, neighbours batched into one read: a
+    100k-tensor MoE holds ~33k of them, and one seek and read each cost more than the whole header parse."""
     out: dict[tuple[str, str], float] = {}
     by_path: dict[str, list] = defaultdict(list)
     for r in reads:
         by_path[r[0]].append(r)
     for path, rs in by_path.items():
+        rs.sort(key=lambda r: r[1])
         try:
-            with open(path, "rb") as f:
-                for _, off, name, suffix, _sign in sorted(rs, key=lambda r: r[1]):
-                    f.seek(off)
-                    b = f.read(4)
-                    if len(b) == 4:
-                        out[(name, suffix)] = struct.unpack("<f", b)[0]
+            with open(path, "rb", buffering=0) as f:
+                i = 0
+                while i < len(rs):
+                    start, j = rs[i][1], i + 1
+                    while j < len(rs) and rs[j][1] + 4 - start <= _SPAN:
+                        j += 1
+                    f.seek(start)
+                    buf = f.read(rs[j - 1][1] + 4 - start)
+                    for _, off, name, suffix, _sign in rs[i:j]:
+                        if off - start + 4 <= len(buf):
+                            out[(name, suffix)] = _F32.unpack_from(buf, off - start)[0]
+                    i = j
         except OSError:
             continue
     return out

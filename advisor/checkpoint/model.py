@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from advisor.checkpoint.declared import DeclaredQuant
+
 # Module roles.
 ROLES = (
     "attn_qkv", "attn_o", "gdn_in_proj", "gdn_out_proj", "mlp_gate_up", "mlp_down",
@@ -18,6 +20,8 @@ ROLES = (
 SCHEMES = (
     "BF16", "FP16", "W8A16-FP8", "W8A16-INT8", "W4A16-INT4", "W4A16-NVFP4", "W4A16-MXFP4",
     "W8A8-FP8", "W8A8-INT8", "W4A4-NVFP4", "W4A4-MXFP4", "W4A8-FP8", "MIXED",
+    # formats the engines' kernel rules do not serve: named, sized from their own bits, never "BF16"
+    "EXL2", "EXL3", "BITNET", "MLX", "HQQ", "AQLM", "GGUF", "UNKNOWN",
 )
 # Weight formats: bf16 fp16 fp32 fp8_e4m3 fp8_e5m2 nvfp4 mxfp4 int4 int8 uint4 nf4 unknown
 # Scale granularity: none | tensor | channel | group | block | nvfp4 (16-block e4m3 + fp32 global) | mxfp4 (32-block e8m0)
@@ -34,6 +38,7 @@ class WeightQuant:
     symmetric: bool | None = None
     packing: str | None = None              # e.g. "int32-8-per-word", "uint8-2-per-byte"
     act_order: bool | None = None           # GPTQ desc_act: columns permuted by activation order
+    bpw: float | None = None                # average stored bits per weight where the format declares it (EXL2, GGUF)
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,18 @@ class LinearStateInfo:
 
 
 @dataclass(frozen=True)
+class KVGroup:
+    """Decoder layers that keep the same KV per token: their own KV heads and head size (Gemma 4's
+    global layers differ from its sliding ones; Nemotron-NAS sets KV heads per block)."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    sliding: bool = False                   # holds at most ArchInfo.sliding_window tokens
+    values: int = 0                         # K+V values per token per layer (2 x heads x dim; 1 x when K = V)
+
+
+@dataclass(frozen=True)
 class ArchInfo:
     """The architecture numbers the cost model needs (text model; vision tower counted separately)."""
 
@@ -124,6 +141,7 @@ class ArchInfo:
     mtp_layers: int = 0
     has_vision: bool = False
     linear_state: LinearStateInfo | None = None   # GDN / Mamba state shape (None: none, or config lacks it)
+    kv_groups: tuple[KVGroup, ...] = ()     # per-layer KV geometry when layers differ (empty: uniform)
 
 
 @dataclass(frozen=True)
@@ -159,7 +177,10 @@ class CheckpointInfo:
     kept_bf16: tuple[ModuleGroup, ...] = () # unquantized parts of a quantized checkpoint (a subset of `modules`, not extra groups)
     findings: tuple[Finding, ...] = ()
     quant_method: str | None = None         # raw quant_method / quant_algo string
+    format_note: str = ""                   # the format in words for the headline, e.g. "EXL2, 4.25 bits per weight"
+    kv_cache_detail: str = ""               # the KV-cache quantization in words (dtype, scales)
     raw_quant_config: dict | None = field(default=None, compare=False)
+    declared: DeclaredQuant | None = field(default=None, compare=False)   # each config file's quantization block, raw
 
     def modules_with_role(self, role: str) -> tuple[ModuleGroup, ...]:
         return tuple(m for m in self.modules if m.role == role)

@@ -37,6 +37,10 @@ class QuantPlan:
     raw: dict | None = None
     kv_cache: str | None = None
     notes: list[tuple[str, str]] = field(default_factory=list)   # (code, message) for doctor findings
+    kv_cache_raw: object = None                     # the KV declaration as written (string or object)
+    format_note: str = ""                           # a format the kernel rules do not serve, in words
+    kv_detail: str = ""                             # the KV-cache quantization in words
+    declared_layers: tuple[str, ...] = ()           # module names the config quantizes one by one (quantized_layers)
     _resolver: object = None
 
     def spec_for(self, name: str, role: str) -> Spec | None:
@@ -188,11 +192,12 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None, notes: list, qc_key: str) 
     if kv is None and isinstance(qcfg.get("kv_cache_scheme"), (dict, str)):
         kv = qcfg["kv_cache_scheme"]
     plan = QuantPlan(producer="modelopt", quant_method=algo or "modelopt", raw=hf_quant or qcfg,
-                     kv_cache=_kv_name(kv), notes=notes)
+                     kv_cache_raw=kv, notes=notes)
     if producer_version:
         plan.notes.append(("producer", f"modelopt {producer_version}"))
     layers = q.get("quantized_layers") or qcfg.get("quantized_layers")
     layers = layers if isinstance(layers, dict) else None
+    plan.declared_layers = tuple(layers or ())
     if algo == "MIXED_PRECISION" or layers:
         table: dict[str, tuple[WeightQuant, ActQuant, str]] = {}
         for lname, entry in (layers or {}).items():
@@ -222,16 +227,21 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None, notes: list, qc_key: str) 
         return plan
     spec = modelopt_algo_spec(algo, q if isinstance(q, dict) else {}, where)
     if spec is None:
-        plan.producer = "unknown"
-        plan.notes.append(("unknown-quant-algo", f"ModelOpt quant_algo {algo or None!r} is not known"))
+        unknown = _unknown_plan(q if isinstance(q, dict) else {}, algo or None,
+                                f"ModelOpt quant_algo {algo or None!r}")
+        plan.producer, plan._resolver, plan.format_note = "unknown", unknown._resolver, unknown.format_note
+        plan.notes.append(("unknown-quant-algo", f"ModelOpt quant_algo {algo or None!r} is not known: the linear "
+                                                 "layers are UNKNOWN; sizes assume 16-bit weights, an upper bound"))
         return plan
+
+    uniform = Spec(spec[0], spec[1], f"quant_algo {algo}")      # frozen: one for every module
 
     def resolve_uniform(name: str, role: str) -> Spec | None:
         if role not in LINEAR_ROLES and role not in ("mtp", "vision", "other"):
             return None
         if _excluded(name, excludes):
             return None
-        return Spec(spec[0], spec[1], f"quant_algo {algo}")
+        return uniform
 
     plan._resolver = resolve_uniform
     return plan
@@ -256,6 +266,38 @@ def _check_modelopt_groups(qcfg: dict, table: dict, plan: QuantPlan) -> None:
                     f"config.json {gname} declares 4-bit activations for {t} but quantized_layers says {hit[2]};"
                     " quantized_layers is used"))
                 return
+
+
+_KV_DTYPES = {  # spelling -> (dtype name, words); ModelOpt kv_cache_quant_algo (quant_utils.py:438-462),
+    # compressed-tensors kv_cache_scheme, HF fp8 / Quark spellings
+    "fp8": ("fp8", "FP8 E4M3"), "fp8_e4m3": ("fp8", "FP8 E4M3"), "float8_e4m3fn": ("fp8", "FP8 E4M3"),
+    "fp8_e5m2": ("fp8", "FP8 E5M2"), "static": ("fp8", "FP8 E4M3"),
+    "int8": ("int8", "INT8"), "nvfp4": ("nvfp4", "NVFP4 (E2M1 + E4M3 scale per 16)"),
+    "nvfp4_affine": ("nvfp4", "NVFP4 affine (E2M1 + E4M3 scale per 16, with a bias)"),
+}
+
+
+def kv_words(kv) -> tuple[str | None, str]:
+    """(dtype name, words) of a KV-cache declaration in any producer's spelling."""
+    if kv is None:
+        return None, ""
+    if isinstance(kv, str):
+        hit = _KV_DTYPES.get(kv.strip().lower())
+        if hit is None:
+            return kv.lower(), f"{kv} (a spelling the advisor does not know)"
+        spelled = f" (declared as {kv!r})" if kv.strip().lower() == "static" else ""
+        return hit[0], f"{hit[1]}, static per-tensor scales (k_scale / v_scale){spelled}"
+    if isinstance(kv, dict):
+        name = _kv_name(kv)
+        bits, typ = kv.get("num_bits"), kv.get("type")
+        what = {("fp8", "float"): "FP8 E4M3", ("int8", "int"): "INT8"}.get((name, typ), f"{typ} {bits}-bit")
+        if name == "nvfp4":
+            what = "NVFP4 (E2M1 + E4M3 scale per 16)"
+        gran = {"tensor": "per-tensor", "channel": "per-channel", "attn_head": "per-head", "head": "per-head",
+                "group": "per-group", "token": "per-token"}.get(str(kv.get("strategy") or "tensor"), "per-tensor")
+        mode = "dynamic" if kv.get("dynamic") is True else "static"
+        return name, f"{what}, {mode} {gran} scales"
+    return str(kv), str(kv)
 
 
 def _kv_name(kv) -> str | None:
@@ -397,7 +439,7 @@ def _ct_plan(qcfg: dict, notes: list, qc_key: str) -> QuantPlan:
         table.append((gname, targets, ct_weight(w_args, fmt, gw.sub("weights")),
                       ct_act(a_args, gw.sub("input_activations"))))
     plan = QuantPlan(producer="compressed-tensors", quant_method=str(top_format or "compressed-tensors"), raw=qcfg,
-                     kv_cache=_kv_name(qcfg.get("kv_cache_scheme")), notes=notes)
+                     kv_cache_raw=qcfg.get("kv_cache_scheme"), notes=notes)
 
     def resolve(name: str, role: str) -> Spec | None:
         if any(_ct_match(name, role, i) for i in ignore):
@@ -449,7 +491,7 @@ def _fp8_plan(qcfg: dict, notes: list, qc_key: str) -> QuantPlan:
         w = WeightQuant("fp8_e4m3", 8, "tensor", symmetric=True)
         a = ActQuant("fp8_e4m3", dynamic=scheme != "static", granularity="token" if scheme != "static" else "tensor")
     skip = _str_list(qcfg.get("modules_to_not_convert"))
-    plan = QuantPlan(producer="fp8", quant_method="fp8", raw=qcfg, kv_cache=_kv_name(qcfg.get("kv_cache_scheme")),
+    plan = QuantPlan(producer="fp8", quant_method="fp8", raw=qcfg, kv_cache_raw=qcfg.get("kv_cache_scheme"),
                      notes=notes)
 
     def resolve(name: str, role: str) -> Spec | None:
@@ -556,7 +598,192 @@ def _w8a8_int8_plan(qcfg: dict) -> QuantPlan:
     return plan
 
 
+# ------------------------------------------------------------------ formats the kernel rules do not serve
+
+def _skip_list(qcfg: dict, *keys: str) -> list[str]:
+    return [x for k in keys for x in _str_list(qcfg.get(k))]
+
+
+def _weight_only_plan(producer: str, method: str, qcfg: dict, w: WeightQuant, note: str, *,
+                      skip: list[str], act: ActQuant = ActQuant(), head: WeightQuant | None = None,
+                      roles: frozenset = _DECODER_LINEAR | frozenset({"expert"})) -> QuantPlan:
+    """Every linear layer of the decoder in one format (lm_head too when ``head`` is given)."""
+    plan = QuantPlan(producer=producer, quant_method=method, raw=qcfg, format_note=note)
+
+    def resolve(name: str, role: str) -> Spec | None:
+        if role == "lm_head" and head is not None and not _not_convert(name, skip):
+            return Spec(head, ActQuant(), f"quant_method {method} (head)")
+        if role not in roles or _not_convert(name, skip):
+            return None
+        return Spec(w, act, f"quant_method {method}")
+
+    plan._resolver = resolve
+    return plan
+
+
+def _bits_text(b) -> str:
+    return f"{b:g}" if isinstance(b, (int, float)) and not isinstance(b, bool) else "?"
+
+
+def _exl_plan(qcfg: dict, method: str) -> QuantPlan:
+    """ExLlamaV2 (exl2) / ExLlamaV3 (exl3): a target average of `bits` per weight across the decoder
+    (scales included) and `head_bits` for lm_head (exllamav2 conversion/compile.py writes
+    quantization_config {quant_method, version, bits, head_bits, calibration})."""
+    bits, head = qcfg.get("bits"), qcfg.get("head_bits")
+    bpw = float(bits) if _is_num(bits) and 0 < bits <= 16 else 16.0
+    hbw = float(head) if _is_num(head) and 0 < head <= 16 else None
+    fmt = method.lower()
+    w = WeightQuant(fmt, max(1, round(bpw)), "group", bpw=bpw)
+    h = WeightQuant(fmt, max(1, round(hbw)), "group", bpw=hbw) if hbw else None
+    note = f"{method.upper()}, {_bits_text(bits)} bits per weight" + (f" (lm_head {_bits_text(head)} bits)" if hbw
+                                                                     else "")
+    return _weight_only_plan(fmt, fmt, qcfg, w, note, skip=[], head=h)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+
+
+def _mlx_plan(q: dict, key: str) -> QuantPlan:
+    """MLX (mlx-lm convert): `quantization: {group_size, bits[, mode]}` (older) or the same under
+    quantization_config (newer); per-module entries override (a dict) or exclude (false) a module
+    (mlx_lm/utils.py quantize_model / class_predicate)."""
+    bits = q.get("bits") if _num(q.get("bits")) else 4
+    gs = q.get("group_size") if _num(q.get("group_size")) else 64
+    mode = str(q.get("mode") or "affine")
+    per = {k: v for k, v in q.items() if isinstance(v, (dict, bool)) and "." in k}
+    w = _mlx_weight(mode, bits, gs)
+    note = f"MLX {mode} {bits}-bit, group {gs}" + (f", {len(per)} per-module overrides" if per else "")
+    plan = QuantPlan(producer="mlx", quant_method=f"mlx {mode}", raw=q, format_note=note)
+
+    def resolve(name: str, role: str) -> Spec | None:
+        if role in ("norm", "conv", "router"):
+            return None
+        o = per.get(name)
+        if o is False:
+            return None
+        if isinstance(o, dict):
+            return Spec(_mlx_weight(str(o.get("mode") or mode), o.get("bits") if _num(o.get("bits")) else bits,
+                                    o.get("group_size") if _num(o.get("group_size")) else gs), ActQuant(),
+                        f"{key}[{name!r}]")
+        if role not in LINEAR_ROLES | {"embed", "mtp", "other"}:
+            return None
+        return Spec(w, ActQuant(), key)           # mlx quantizes the embedding and lm_head too
+
+    plan._resolver = resolve
+    return plan
+
+
+def _mlx_weight(mode: str, bits: int, gs: int) -> WeightQuant:
+    if mode == "mxfp4":
+        return _MXFP4_W
+    if mode == "nvfp4":
+        return _nvfp4_w(16)
+    return WeightQuant("mlx_affine", bits, "group", group_size=gs, symmetric=False)
+
+
+def _foreign_plan(method: str, qcfg: dict) -> QuantPlan | None:
+    """Producers whose formats the engines' kernel rules do not cover, or cover under another name."""
+    if method in ("exl2", "exl3"):
+        return _exl_plan(qcfg, method)
+    if method == "bitnet":
+        # transformers integrations/bitnet.py: ternary weights packed 4 per uint8 + a weight_scale,
+        # activations quantized to int8 per token
+        w = WeightQuant("ternary", 2, "tensor", symmetric=True, packing="uint8-4-per-byte", bpw=None)
+        return _weight_only_plan("bitnet", "bitnet", qcfg, w, "BitNet ternary weights (1.58 bits, stored 2-bit), "
+                                 "int8 activations", skip=_skip_list(qcfg, "modules_to_not_convert"),
+                                 act=ActQuant("int8", dynamic=True, granularity="token"))
+    if method == "hqq":
+        wq = (qcfg.get("quant_config") or {}).get("weight_quant_params") if isinstance(
+            qcfg.get("quant_config"), dict) else None
+        wq = wq if isinstance(wq, dict) else qcfg
+        bits = wq.get("nbits") if _num(wq.get("nbits")) else 4
+        gs = wq.get("group_size") if _num(wq.get("group_size")) else 64
+        w = WeightQuant("hqq", bits, "group", group_size=gs, symmetric=False)
+        return _weight_only_plan("hqq", "hqq", qcfg, w, f"HQQ {bits}-bit, group {gs}",
+                                 skip=_skip_list(qcfg, "skip_modules", "modules_to_not_convert"))
+    if method == "aqlm":
+        ig = qcfg.get("in_group_size") if _num(qcfg.get("in_group_size")) else 8
+        og = qcfg.get("out_group_size") if _num(qcfg.get("out_group_size")) else 1
+        nc = qcfg.get("num_codebooks") if _num(qcfg.get("num_codebooks")) else 1
+        nb = qcfg.get("nbits_per_codebook") if _num(qcfg.get("nbits_per_codebook")) else 16
+        bpw = nc * nb / (ig * og)
+        w = WeightQuant("aqlm", max(1, round(bpw)), "group", group_size=ig * og, block=(nc, nb))
+        return _weight_only_plan("aqlm", "aqlm", qcfg, w, f"AQLM {nc}x{nb} codebooks over {ig}x{og} groups "
+                                 f"({bpw:g} bits per weight + codebooks)",
+                                 skip=_skip_list(qcfg, "linear_weights_not_to_quantize"))
+    if method == "eetq":
+        # EETQ: int8 weights per output channel, fp16 activations (transformers integrations/eetq.py)
+        w = WeightQuant("int8", 8, "channel", symmetric=True)
+        return _weight_only_plan("eetq", "eetq", qcfg, w, "EETQ int8 weight-only",
+                                 skip=_skip_list(qcfg, "modules_to_not_convert"))
+    if method == "fbgemm_fp8":
+        # transformers integrations/fbgemm_fp8.py: FP8 weights per channel, activations per token (dynamic)
+        w = WeightQuant("fp8_e4m3", 8, "channel", symmetric=True)
+        return _weight_only_plan("fbgemm_fp8", "fbgemm_fp8", qcfg, w, "FBGEMM FP8, per-channel weights, "
+                                 "dynamic per-token activations", skip=_skip_list(qcfg, "modules_to_not_convert"),
+                                 act=ActQuant("fp8_e4m3", dynamic=True, granularity="token"))
+    if method == "smooth_quant":
+        # LMDeploy `lite smooth_quant`: int8 weights per channel, int8 activations per token
+        w = WeightQuant("int8", 8, "channel", symmetric=True)
+        return _weight_only_plan("smooth_quant", "smooth_quant", qcfg, w, "LMDeploy SmoothQuant W8A8 int8",
+                                 skip=_skip_list(qcfg, "modules_to_not_convert", "ignore"),
+                                 act=ActQuant("int8", dynamic=True, granularity="token"))
+    if method == "torchao":
+        return _torchao_plan(qcfg)
+    return None
+
+
+def _torchao_plan(qcfg: dict) -> QuantPlan | None:
+    """transformers TorchAoConfig: quant_type a string (older) or {"default": {"_type": ...Config, "_data": {..}}}."""
+    qt = qcfg.get("quant_type")
+    kind, data = "", {}
+    if isinstance(qt, str):
+        kind = qt
+        data = qcfg.get("quant_type_kwargs") if isinstance(qcfg.get("quant_type_kwargs"), dict) else {}
+    elif isinstance(qt, dict):
+        entry = qt.get("default") if isinstance(qt.get("default"), dict) else next(
+            (v for v in qt.values() if isinstance(v, dict)), {})
+        kind = str(entry.get("_type") or "")
+        data = entry.get("_data") if isinstance(entry.get("_data"), dict) else {}
+    k = kind.lower().replace("_", "")
+    gs = data.get("group_size") if _num(data.get("group_size")) else 128
+    if "int4weightonly" in k or "int4wo" in k:
+        w, a, what = WeightQuant("int4", 4, "group", group_size=gs, symmetric=False), ActQuant(), "int4 weight-only"
+    elif "int8weightonly" in k:
+        w, a, what = WeightQuant("int8", 8, "channel", symmetric=True), ActQuant(), "int8 weight-only"
+    elif "int8dynamicactivationint8weight" in k:
+        w, a = WeightQuant("int8", 8, "channel", symmetric=True), ActQuant("int8", dynamic=True, granularity="token")
+        what = "int8 dynamic activations, int8 weights"
+    elif "float8" in k and "weightonly" in k:
+        w, a, what = WeightQuant("fp8_e4m3", 8, "channel", symmetric=True), ActQuant(), "float8 weight-only"
+    elif "float8" in k:
+        w, a = WeightQuant("fp8_e4m3", 8, "channel", symmetric=True), ActQuant("fp8_e4m3", dynamic=True,
+                                                                             granularity="token")
+        what = "float8 dynamic activations, float8 weights"
+    else:
+        return None
+    return _weight_only_plan("torchao", "torchao", qcfg, w, f"torchao {what} ({kind})",
+                             skip=_skip_list(qcfg, "modules_to_not_convert"), act=a)
+
+
+def _unknown_plan(qcfg: dict, method: str | None, found: str) -> QuantPlan:
+    """Quantization keys the advisor cannot read: the linear layers are UNKNOWN, never a confident 16-bit."""
+    w = WeightQuant("unknown", 16, "unknown")
+    plan = _weight_only_plan("unknown", method or "unknown", qcfg, w, f"UNKNOWN ({found})", skip=[])
+    plan.producer = "unknown"
+    return plan
+
+
 def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict | None = None) -> QuantPlan:
+    """The plan of a checkpoint (see _build_plan), with its KV-cache quantization in words."""
+    plan = _build_plan(config, hf_quant, quantize_config)
+    plan = _deepseek_v4(config, plan)
+    plan.kv_cache, plan.kv_detail = kv_words(plan.kv_cache_raw)
+    return plan
+
+
+def _build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict | None = None) -> QuantPlan:
     """The plan from config.json (top level or nested text_config), hf_quant_config.json and
     quantize_config.json (older GPTQ repos).
 
@@ -582,6 +809,12 @@ def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict
                     break
     if hf_quant is not None and not isinstance(hf_quant, dict):
         hf_quant = None
+    if isinstance(config, dict) and qcfg is None and isinstance(config.get("quantization"), dict) and (
+            "bits" in config["quantization"] or "group_size" in config["quantization"]):
+        return _mlx_plan(config["quantization"], "quantization")          # older mlx-lm: top-level quantization
+    if qcfg is not None and "quant_method" not in qcfg and not {"config_groups", "quant_algo", "producer"} & set(
+            qcfg) and ("bits" in qcfg and "group_size" in qcfg) and quantize_config is None:
+        return _mlx_plan(qcfg, qc_key)                                      # newer mlx-lm: no quant_method
     method = str((qcfg or {}).get("quant_method") or "").lower()
     producer = (qcfg or {}).get("producer")
     # ModelOpt 0.31 wrote no quant_method into config.json, only quant_algo and producer (§6 E2)
@@ -630,12 +863,50 @@ def build_plan(config: dict | None, hf_quant: dict | None, quantize_config: dict
     elif method == "w8a8_int8":
         plan = _w8a8_int8_plan(qcfg)
     else:
-        plan = QuantPlan(producer="unknown", quant_method=method or None, raw=qcfg)
-        plan.notes.append(("unknown-quant-method",
-                           f"quantization_config has unknown quant_method {method or None!r}: module formats come "
-                           "from the tensor headers when present, 16-bit is assumed otherwise"))
+        plan = _foreign_plan(method, qcfg)
+        if plan is None:
+            keys = ", ".join(sorted(str(k) for k in qcfg)[:6])
+            found = f"quant_method {method!r}" if method else f"quantization_config keys {keys}"
+            plan = _unknown_plan(qcfg, method or None, found)
+            plan.notes.append(("unknown-quant-method",
+                               f"quantization_config declares {found}, a format the advisor does not know: the "
+                               "linear layers are UNKNOWN (tensor headers decide when present); sizes assume "
+                               "16-bit weights, an upper bound"))
     plan.notes[:0] = notes
     return plan
+
+
+def _deepseek_v4(config: dict | None, plan: QuantPlan) -> QuantPlan:
+    """DeepSeek V4 `quant_method: fp8` checkpoints: FP8 block linears; routed experts per `expert_dtype`
+    (default "fp4": MXFP4 weights, MXFP8 dynamic activations) unless `moe_quant_algo: NVFP4` makes them
+    ModelOpt NVFP4 (vllm models/deepseek_v4/quant_config.py:59-70, 118-127, 214-232@0.33.0)."""
+    if not isinstance(config, dict) or str(config.get("model_type") or "") != "deepseek_v4":
+        return plan
+    qcfg = config.get("quantization_config")
+    if not isinstance(qcfg, dict) or str(qcfg.get("quant_method") or "").lower() != "fp8":
+        return plan
+    base = _fp8_plan(qcfg, plan.notes, "quantization_config")
+    base.kv_cache_raw = plan.kv_cache_raw
+    moe_algo = str(qcfg.get("moe_quant_algo") or "").upper()
+    expert = str(config.get("expert_dtype") or "fp4")
+    if moe_algo == "NVFP4":
+        exp = Spec(_nvfp4_w(16), _NVFP4_ACT, "moe_quant_algo NVFP4 (ModelOpt NVFP4 experts)")
+    elif expert == "fp4":
+        exp = Spec(_MXFP4_W, ActQuant("fp8_e4m3", dynamic=True, granularity="group", group_size=32),
+                   "expert_dtype fp4 (MXFP4 experts, MXFP8 activations)")
+    else:
+        return base
+    skip = _str_list(qcfg.get("modules_to_not_convert"))
+    base_resolve = base._resolver
+
+    def resolve(name: str, role: str) -> Spec | None:
+        if role == "expert":
+            return None if _not_convert(name, skip) else exp
+        return base_resolve(name, role)
+
+    base._resolver = resolve
+    base.quant_method = f"fp8 + {'NVFP4' if moe_algo == 'NVFP4' else 'MXFP4'} experts"
+    return base
 
 
 def _hf_quant_algo(hf_quant: dict) -> str:

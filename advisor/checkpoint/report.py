@@ -89,17 +89,20 @@ def _schemes_table(info: CheckpointInfo, total: int) -> Table:
 def to_doc(info: CheckpointInfo) -> Doc:
     a, t = info.arch, info.totals
     share = ", ".join(f"{k} {v:.1%}" for k, v in info.scheme_shares.items()) if info.label == "MIXED" else ""
+    unknown = t.sizes_from == "unknown"
     pairs = [
         ("checkpoint", info.source),
-        ("scheme", info.label + (f"  (of the quantized linear bytes: {share})" if share else "")),
+        ("scheme", headline(info) + (f"  (of the quantized linear bytes: {share})" if share else "")),
         ("producer", info.producer + (f" ({info.quant_method})" if info.quant_method
                                       and info.quant_method != info.producer else "")),
-        ("kv cache", na(info.kv_cache_quant, fmt="{}") if info.kv_cache_quant else "not quantized (16-bit)"),
+        ("kv cache", (info.kv_cache_detail or info.kv_cache_quant) if info.kv_cache_quant
+         else "not quantized (16-bit)"),
         ("architecture", _arch_text(info)),
-        ("parameters", f"{human_count(t.params)} total, {human_count(t.active_params)} active per token"),
-        ("stored", human_bytes(t.stored_bytes) + ("  (computed from config, no weights present)"
-                                                  if t.sizes_from == "config" else "")),
-        ("read per token", human_bytes(t.bytes_per_token) + " of weights"),
+        ("parameters", "N/A (sizes unknown, see the doctor's warnings)" if unknown else
+         f"{human_count(t.params)} total, {human_count(t.active_params)} active per token"),
+        ("stored", "N/A (sizes unknown)" if unknown else human_bytes(t.stored_bytes) + (
+            "  (computed from config, no weights present)" if t.sizes_from == "config" else "")),
+        ("read per token", "N/A" if unknown else human_bytes(t.bytes_per_token) + " of weights"),
         ("kv layers", "N/A (layer types unknown without a usable config.json)" if not a.hidden_size else
          f"{a.kv_layers} full-attention"
          + (f", {a.sliding_window_layers} sliding ({a.sliding_window})" if a.sliding_window_layers else "")
@@ -107,7 +110,7 @@ def to_doc(info: CheckpointInfo) -> Doc:
     ]
     if a.mla:
         pairs.append(("mla", f"kv_lora_rank {a.mla.kv_lora_rank}, rope dim {a.mla.qk_rope_head_dim}"))
-    blocks: list = [Heading(f"Checkpoint: {info.label}"), KeyValues(tuple(pairs))]
+    blocks: list = [Heading(f"Checkpoint: {headline(info)}"), KeyValues(tuple(pairs))]
     total = t.stored_bytes or 1
     blocks.append(_schemes_table(info, total))
     # Per module: what it is and what it costs. The format details live in the Schemes table
@@ -142,6 +145,14 @@ def to_doc(info: CheckpointInfo) -> Doc:
     return Doc(tuple(blocks))
 
 
+def headline(info: CheckpointInfo) -> str:
+    """The scheme label, with the format in words where the label alone does not say it (EXL2 4.25 bpw)."""
+    note = info.format_note
+    if not note:
+        return info.label
+    return note if note.upper().startswith(info.label) else f"{info.label} ({note})"
+
+
 def _display_name(g: ModuleGroup) -> str:
     """Short name for the Modules table: without the model prefix, and without the layer path
     when the layers column says where the group repeats."""
@@ -163,7 +174,7 @@ def _arch_text(info: CheckpointInfo) -> str:
     a = info.arch
     if a.model_type is None and not a.hidden_size:   # a lone .safetensors file: layers from tensor names
         return f"unknown (no config.json), {a.num_layers} layers seen in tensor names"
-    parts = [a.model_type or "unknown", f"{a.num_layers} layers", f"hidden {a.hidden_size or 'N/A'}"]
+    parts = [str(a.model_type or "unknown"), f"{a.num_layers} layers", f"hidden {a.hidden_size or 'N/A'}"]
     if a.num_attention_heads:
         parts.append(f"{a.num_attention_heads} heads / {a.num_kv_heads} kv x {a.head_dim}")
     if a.moe:

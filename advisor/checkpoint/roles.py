@@ -8,11 +8,12 @@ _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|block|decoder_layers)\.(\d+)(?:
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 
 _VISION = ("visual", "vision", "vit.", "image_", "mm_projector", "multi_modal_projector", "embed_vision",
-           "patch_embed", "audio", "merger")
+           "patch_embed", "audio", "merger", "patch_merge_mlp")
 _ROUTER_TAIL = re.compile(r"\.(?:mlp|moe|block_sparse_moe|feed_forward|mixer|ffn)\.(?:gate|router)$|\.router$"
                           r"|shared_expert_gate$|\.gate\.wg$")
 _QKV = re.compile(r"\.(?:q_proj|k_proj|v_proj|qkv_proj|query_key_value|c_attn|wqkv|Wqkv|q_a_proj|q_b_proj"
-                  r"|kv_a_proj_with_mqa|kv_b_proj|wq|wk|wv|wq_a|wq_b|wkv_a|wkv_b|fused_wqa_wkv|q_a|kv_a)$")
+                  r"|kv_a_proj_with_mqa|kv_b_proj|wq|wk|wv|wq_a|wq_b|wkv_a|wkv_b|fused_wqa_wkv|q_a|kv_a"
+                  r"|index_q_proj|index_k_proj)$")
 _ATTN_O = re.compile(r"\.(?:o_proj|wo|wo_a|wo_b|out_proj|dense|c_proj)$")
 _GATE_UP = re.compile(r"\.(?:gate_proj|up_proj|gate_up_proj|w1|w3|fc1|c_fc|dense_h_to_4h|w13|gate_up)$")
 _DOWN = re.compile(r"\.(?:down_proj|w2|fc2|dense_4h_to_h|c_proj)$")

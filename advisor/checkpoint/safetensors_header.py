@@ -2,23 +2,46 @@
 
 Layout (huggingface/safetensors README, tensor.rs@24b0b28): 8-byte little-endian u64 N, then N
 bytes of UTF-8 JSON ``{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}``,
-then the data buffer. Offsets are relative to the buffer. We check what the official reader
-checks (header size limit, UTF-8, JSON, offsets inside the buffer, sizes matching dtype x shape,
-no overlaps) and report any violation as :class:`BadInput` naming the file.
+then the data buffer. Offsets are relative to the buffer. We accept exactly what the official
+reader accepts (``safetensors.deserialize``, the oracle of tests/reliability/) and report any
+violation as :class:`BadInput` naming the file, with three limits of our own that bound time and
+memory (README "Limits"): MAX_TENSORS, MAX_RANK and MAX_JSON_ITEMS.
+
+serde_json's behaviour, reproduced here (tensor.rs:390-423, 540-575, 627-662@24b0b28): lone
+surrogate escapes, NaN/Infinity, numbers out of f64 range and nesting deeper than 127 are invalid
+JSON; integers outside u64 are floats (so ``-0`` and 2**64 are not sizes); a repeated tensor name or
+``__metadata__`` key keeps the last value, a repeated ``__metadata__`` or field of a tensor entry is
+an error; a tensor entry may also be the sequence ``[dtype, shape, data_offsets]`` and a dtype the map
+``{"F16": null}``; element and bit counts overflow at 2**64; entries sorted by offsets must tile the
+buffer exactly (zero-size ones included).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import operator
 import os
 import stat
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from advisor.errors import BadInput
+from advisor.untrusted import has_surrogate, one_line, quoted
 
 MAX_HEADER_SIZE = 100_000_000  # safetensors tensor.rs:10 MAX_HEADER_SIZE
+# Ours. The largest real files hold a few thousand tensors (a whole 235B MoE in one file: ~150k);
+# 2**18 keeps a header at the limit to a few seconds and ~200 MB (benchmarks/header_limits.py).
+MAX_TENSORS = 262_144
+# numpy's limit (NPY_MAXDIMS): safetensors' numpy loader cannot create a deeper array.
+MAX_RANK = 64
+# Commas, colons and opening brackets bound how many objects json.loads builds (a 100 MB header of
+# empty lists would take several GB); a real header needs about 14 per tensor.
+MAX_JSON_ITEMS = 6_000_000
+_JSON_DEPTH = 127              # serde_json's recursion limit: 128 nested containers fail
+_U64 = 2**64 - 1
+_FIELDS = ("dtype", "shape", "data_offsets")
 
 # Bits per element of every dtype string the format defines (tensor.rs:811-891).
 DTYPE_BITS: dict[str, int] = {
@@ -30,8 +53,10 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True)
-class TensorEntry:
+class TensorEntry(NamedTuple):
+    """Immutable; a tuple because a 100k-tensor checkpoint builds 100k of them and a frozen
+    dataclass costs ~10x a tuple to construct."""
+
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -99,93 +124,292 @@ def parse_header(f: BinaryIO, file_size: int, path: str) -> SafetensorsHeader:
 def parse_header_bytes(raw: bytes, buffer_size: int | None, path: str, *, header_size: int | None = None,
                        file_size: int | None = None) -> SafetensorsHeader:
     """Validate a header given as bytes; ``buffer_size`` is None when the data size is unknown (hub)."""
+    items = raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{")
+    if items > MAX_JSON_ITEMS:
+        raise BadInput(f"safetensors header has {items:,} JSON separators and brackets: more than this tool's "
+                       f"limit of {MAX_JSON_ITEMS:,}", path=path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise BadInput(f"safetensors header is not UTF-8 (byte {err.start})", path=path) from None
-    if not text.lstrip(" ").startswith("{"):
-        raise BadInput("safetensors header does not start with '{'", path=path)
+    fast = _plain_header(raw, text, buffer_size)
+    if fast is not None:
+        tensors, meta = fast
+        _check_coverage(tensors, buffer_size, path)
+        return SafetensorsHeader(path=path, tensors=tensors, metadata=meta,
+                                 header_size=header_size if header_size is not None else len(raw),
+                                 file_size=file_size if file_size is not None else -1)
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicates)
-    except _Duplicate as dup:
-        raise BadInput(f"safetensors header has duplicate key {dup.args[0]!r}", path=path) from None
+        # the integer hook costs a call per number: only when a "-0" (a float to serde) may be there
+        ints = {"parse_int": _int} if b"-0" in raw else {}
+        obj = json.loads(text, object_pairs_hook=_object, parse_float=_float, parse_constant=_constant, **ints)
     except (ValueError, RecursionError) as err:
         raise BadInput(f"safetensors header is not valid JSON ({_short(err)})", path=path) from None
     if not isinstance(obj, dict):
         raise BadInput("safetensors header is not a JSON object", path=path)
-    meta = obj.pop("__metadata__", None) or {}
-    if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
-        raise BadInput("safetensors __metadata__ must map strings to strings", path=path)
+    check = _Syntax(path, escapes=b"\\u" in raw)      # lone surrogates can only come from \u escapes
+    if type(obj) is _Repeated:                          # serde reads every value, also those a later key replaces
+        for name, info in obj.shadowed:
+            if name == "__metadata__":
+                raise BadInput("safetensors header has __metadata__ twice", path=path)
+            check.name(name)
+            check.fields(name, info)
+    meta = obj.pop("__metadata__", None)
+    check.metadata(meta)
+    if len(obj) > MAX_TENSORS:
+        raise BadInput(f"safetensors header lists {len(obj):,} tensors: more than this tool's limit of "
+                       f"{MAX_TENSORS:,} per file", path=path)
     tensors: dict[str, TensorEntry] = {}
     for name, info in obj.items():
-        tensors[name] = _entry(name, info, buffer_size, path)
+        check.name(name)
+        tensors[name] = _entry(name, *check.fields(name, info), buffer_size, path)
     _check_coverage(tensors, buffer_size, path)
-    return SafetensorsHeader(path=path, tensors=tensors, metadata=dict(meta),
+    return SafetensorsHeader(path=path, tensors=tensors, metadata=meta or {},
                              header_size=header_size if header_size is not None else len(raw),
                              file_size=file_size if file_size is not None else -1)
 
 
-class _Duplicate(Exception):
-    pass
+_new_entry = tuple.__new__
+_BY_OFFSETS = operator.itemgetter(3, 4)   # (begin, end) of a TensorEntry
+_prod = math.prod
 
 
-def _no_duplicates(pairs):
-    out = {}
+def _no_float(s: str):
+    raise ValueError("a float: not the plain form")
+
+
+def _plain_header(raw: bytes, text: str, buffer_size: int | None):
+    """(tensors, metadata) of a header in the plain form every writer produces, checked in a few C-speed
+    passes; None for anything else (a failed check included), which then goes through the full check
+    below with its exact message. The per-object duplicate-key hook of the full check costs a Python
+    call per tensor, so here repeated keys are caught by counting instead: each key is followed by one
+    ':', so as many ':' in the text as keys in the parsed objects means no key was repeated (and no ':'
+    sits inside a string)."""
+    if b"\\u" in raw or b"-0" in raw or b"true" in raw or b"false" in raw or b"null" in raw:
+        return None             # lone surrogates, serde's float -0, non-numbers: the full check
+    try:
+        obj = json.loads(text, parse_float=_no_float, parse_constant=_constant)
+    except (ValueError, RecursionError):
+        return None
+    if type(obj) is not dict:
+        return None
+    meta = obj.pop("__metadata__", None)
+    keys = len(obj)
+    if keys > MAX_TENSORS:
+        return None
+    if meta is not None:
+        if type(meta) is not dict or not all(type(v) is str for v in meta.values()):
+            return None
+        keys += 1 + len(meta)
+    if keys + 3 * len(obj) != raw.count(b":"):
+        return None
+    tensors: dict[str, TensorEntry] = {}
+    shapes: dict[tuple, tuple] = {}         # one tuple per distinct shape: a big MoE repeats a handful
+    try:                        # a value of another type fails a comparison or lookup: the full check
+        for name, info in obj.items():
+            shape, offs = info["shape"], info["data_offsets"]
+            bits = DTYPE_BITS[info["dtype"]]
+            if len(info) != 3 or type(shape) is not list or len(shape) > MAX_RANK or type(offs) is not list \
+                    or len(offs) != 2:
+                return None
+            # no floats, true/false/null reach here, so min() > 0 holds only for positive ints (zero-size
+            # tensors take the full check, which bounds the running product dimension by dimension)
+            if shape and min(shape) <= 0:
+                return None
+            begin, end = offs
+            nbits = _prod(shape) * bits
+            if type(begin) is not int or type(end) is not int or not 0 <= begin <= end or nbits > _U64 \
+                    or (buffer_size is not None and end > buffer_size) or nbits != (end - begin) * 8:
+                return None
+            shape = tuple(shape)
+            tensors[name] = _new_entry(TensorEntry, (name, info["dtype"], shapes.setdefault(shape, shape), begin, end))
+    except (TypeError, KeyError, AttributeError, ValueError):
+        return None
+    return tensors, (meta or {})
+
+
+# ------------------------------------------------------------------ serde_json's number and key rules
+
+class _Repeated(dict):
+    """A JSON object that repeated a key: the last value kept (as serde's maps do), the others in
+    ``shadowed`` (serde still parsed and type-checked them)."""
+
+    shadowed: list = []
+    repeated: frozenset = frozenset()
+
+
+def _object(pairs):
+    d = dict(pairs)
+    if len(d) == len(pairs):
+        return d
+    out = _Repeated(d)
+    latest: dict = {}
+    out.shadowed = []
     for k, v in pairs:
-        if k in out:
-            raise _Duplicate(k)
-        out[k] = v
+        if k in latest:
+            out.shadowed.append((k, latest[k]))
+        latest[k] = v
+    out.repeated = frozenset(k for k, _ in out.shadowed)
     return out
+
+
+def _int(s: str):
+    v = int(s)
+    if s[0] == "-" and v == 0 or not -2**63 <= v <= _U64:   # serde_json reads these as floats
+        return _float(s)
+    return v
+
+
+def _float(s: str) -> float:
+    v = float(s)
+    if math.isinf(v):
+        raise ValueError("number out of range")
+    return v
+
+
+def _fits_f64(v: int) -> bool:
+    try:
+        float(v)
+    except OverflowError:
+        return False
+    return True
+
+
+def _constant(s: str):
+    raise ValueError(f"{s} is not JSON")
 
 
 def _short(err: Exception) -> str:
     return str(err).splitlines()[0][:120] if str(err) else type(err).__name__
 
 
-def _entry(name: str, info, buffer_size: int | None, path: str) -> TensorEntry:
-    where = f"tensor {name!r}"
-    if not isinstance(info, dict):
-        raise BadInput(f"{where}: entry is not an object", path=path)
-    dtype = info.get("dtype")
-    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-        raise BadInput(f"{where}: unknown dtype {dtype!r}", path=path)
-    shape = info.get("shape")
+class _Syntax:
+    """What serde's deserialization checks: types of every value it reads into a struct or map
+    (shadowed duplicates included), and for the values it skips, depth and valid Unicode."""
+
+    def __init__(self, path: str, escapes: bool):
+        self.path = path
+        self.escapes = escapes
+
+    def name(self, name: str) -> None:
+        if self.escapes and has_surrogate(name):
+            raise BadInput(f"tensor name {quoted(name)} holds a lone surrogate escape (not valid Unicode)",
+                           path=self.path)
+
+    def metadata(self, meta) -> None:
+        if meta is None:
+            return
+        if not isinstance(meta, dict):
+            raise BadInput("safetensors __metadata__ must map strings to strings", path=self.path)
+        values = [*meta.values(), *(v for _, v in meta.shadowed)] if type(meta) is _Repeated else meta.values()
+        if not all(isinstance(v, str) for v in values):
+            raise BadInput("safetensors __metadata__ must map strings to strings", path=self.path)
+        if self.escapes and any(has_surrogate(s) for s in (*meta, *values)):
+            raise BadInput("safetensors __metadata__ holds a lone surrogate escape (not valid Unicode)", path=self.path)
+
+    def fields(self, name: str, info) -> tuple:
+        """(dtype, shape, data_offsets) of a TensorInfo, type-checked as serde does."""
+        path = self.path
+        if isinstance(info, list) and len(info) == 3:      # serde also reads a struct from a sequence
+            dtype, shape, offs = info
+        elif isinstance(info, dict):
+            shadowed = info.shadowed if type(info) is _Repeated else ()
+            if any(k in _FIELDS for k, _ in shadowed):
+                raise BadInput(f"tensor {quoted(name)}: a field is given twice", path=path)
+            try:
+                dtype, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
+            except KeyError as err:
+                raise BadInput(f"tensor {quoted(name)}: missing field {err.args[0]!r}", path=path) from None
+            if len(info) > 3 or shadowed:
+                self.ignored(name, [kv for kv in info.items() if kv[0] not in _FIELDS] + list(shadowed))
+        else:
+            raise BadInput(f"tensor {quoted(name)}: entry is not an object", path=path)
+        if isinstance(dtype, dict) and len(dtype) == 1 and next(iter(dtype.values())) is None \
+                and type(dtype) is not _Repeated:
+            (dtype,) = dtype                               # the map form of an enum variant: {"F16": null}
+        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+            raise BadInput(f"tensor {quoted(name)}: unknown dtype {quoted(str(dtype), 40)}", path=path)
+        if not isinstance(shape, list):
+            raise BadInput(f"tensor {quoted(name)}: shape must be a list of non-negative integers", path=path)
+        for d in shape:
+            if type(d) is not int or d < 0 or d > _U64:
+                raise BadInput(f"tensor {quoted(name)}: shape must be a list of non-negative integers", path=path)
+        if not (type(offs) is list and len(offs) == 2 and type(offs[0]) is int and type(offs[1]) is int
+                and 0 <= offs[0] <= _U64 and 0 <= offs[1] <= _U64):
+            raise BadInput(f"tensor {quoted(name)}: data_offsets {one_line(repr(offs), 60)} are invalid (need "
+                           "[begin, end], non-negative integers)", path=path)
+        return dtype, shape, offs
+
+    def ignored(self, name: str, fields) -> None:
+        """Fields serde skips are still parsed: no lone surrogates, at most 127 nested containers,
+        numbers within f64 range."""
+        todo = [(v, 3) for _, v in fields]                 # top level = 1, the entry = 2
+        strings = [k for k, _ in fields]
+        while todo:
+            v, depth = todo.pop()
+            if isinstance(v, (dict, list)):
+                if depth > _JSON_DEPTH:
+                    raise BadInput(f"tensor {quoted(name)}: JSON nested deeper than {_JSON_DEPTH} levels",
+                                   path=self.path)
+                if isinstance(v, dict):
+                    strings += v.keys()
+                    if type(v) is _Repeated:
+                        todo += ((x, depth + 1) for _, x in v.shadowed)
+                    v = v.values()
+                todo += ((x, depth + 1) for x in v)
+            elif isinstance(v, str):
+                strings.append(v)
+            elif type(v) is int and not -2**63 <= v <= _U64 and not _fits_f64(v):   # a float to serde
+                raise BadInput(f"tensor {quoted(name)}: a number is out of range", path=self.path)
+        if any(has_surrogate(s) for s in strings):
+            raise BadInput(f"tensor {quoted(name)}: holds a lone surrogate escape (not valid Unicode)", path=self.path)
+
+
+# ------------------------------------------------------------------ one tensor
+
+def _entry(name: str, dtype: str, shape: list, offs: list, buffer_size: int | None, path: str) -> TensorEntry:
+    """The sizes serde's validate() checks (tensor.rs:627-662), plus our rank limit."""
+    if len(shape) > MAX_RANK:
+        raise BadInput(f"tensor {quoted(name)}: shape has {len(shape):,} dimensions (limit {MAX_RANK})", path=path)
     numel = 1
-    if not isinstance(shape, list):
-        raise BadInput(f"{where}: shape must be a list of non-negative integers", path=path)
     for d in shape:
-        if type(d) is not int or d < 0:
-            raise BadInput(f"{where}: shape must be a list of non-negative integers", path=path)
         numel *= d
-    offs = info.get("data_offsets")
-    if not (isinstance(offs, list) and len(offs) == 2 and type(offs[0]) is int and type(offs[1]) is int):
-        raise BadInput(f"{where}: data_offsets must be [begin, end] integers", path=path)
+        if numel > _U64:                                   # usize::checked_mul, dimension by dimension
+            raise BadInput(f"tensor {quoted(name)}: shape {_dims(shape)} overflows a 64-bit element count",
+                           path=path)
     begin, end = offs
-    if begin < 0 or end < begin:
-        raise BadInput(f"{where}: data_offsets {offs} are invalid", path=path)
+    if end < begin:
+        raise BadInput(f"tensor {quoted(name)}: data_offsets {offs} are invalid", path=path)
     if buffer_size is not None and end > buffer_size:
-        raise BadInput(f"{where}: data_offsets {offs} lie outside the file (data buffer is {buffer_size} bytes: "
-                       "truncated file?)",
-                       path=path)
+        raise BadInput(f"tensor {quoted(name)}: data_offsets {offs} lie outside the file (data buffer is "
+                       f"{buffer_size} bytes: truncated file?)", path=path)
     bits = numel * DTYPE_BITS[dtype]
+    if bits > _U64:
+        raise BadInput(f"tensor {quoted(name)}: {dtype}{_dims(shape)} overflows a 64-bit bit count", path=path)
     if bits % 8:
-        raise BadInput(f"{where}: {numel} x {dtype} does not fill whole bytes", path=path)
+        raise BadInput(f"tensor {quoted(name)}: {numel} x {dtype} does not fill whole bytes", path=path)
     if end - begin != bits // 8:
-        raise BadInput(f"{where}: data_offsets span {end - begin} bytes but {dtype}{shape} needs {bits // 8}",
-                       path=path)
-    return TensorEntry(name=name, dtype=dtype, shape=tuple(shape), begin=begin, end=end)
+        raise BadInput(f"tensor {quoted(name)}: data_offsets span {end - begin} bytes but {dtype}{_dims(shape)} "
+                       f"needs {bits // 8}", path=path)
+    return TensorEntry(name, dtype, tuple(shape), begin, end)
+
+
+def _dims(shape: list) -> str:
+    return str(shape) if len(shape) <= 8 else f"[{', '.join(map(str, shape[:8]))}, …] ({len(shape)} dims)"
 
 
 def _check_coverage(tensors: dict[str, TensorEntry], buffer_size: int | None, path: str) -> None:
-    """Tensors must not overlap; with a known buffer size they must cover it exactly (no holes)."""
-    spans = sorted((t.begin, t.end, t.name) for t in tensors.values() if t.end > t.begin)
+    """Sorted by (begin, end), every tensor starts where the previous ended (tensor.rs:627-640);
+    with a known buffer size they must cover it exactly (no holes, no trailing bytes)."""
     pos = 0
-    for begin, end, name in spans:
-        if begin < pos:
-            raise BadInput(f"tensor {name!r}: data_offsets [{begin}, {end}] overlap another tensor", path=path)
-        if begin > pos:
-            raise BadInput(f"tensor {name!r}: data_offsets [{begin}, {end}] leave a hole at byte {pos}", path=path)
-        pos = end
+    for t in sorted(tensors.values(), key=_BY_OFFSETS):
+        if t.begin < pos:
+            raise BadInput(f"tensor {quoted(t.name)}: data_offsets [{t.begin}, {t.end}] overlap another tensor",
+                           path=path)
+        if t.begin > pos:
+            raise BadInput(f"tensor {quoted(t.name)}: data_offsets [{t.begin}, {t.end}] leave a hole at byte {pos}",
+                           path=path)
+        pos = t.end
     if buffer_size is not None and pos != buffer_size:
         if pos < buffer_size:
             raise BadInput(f"data buffer has {buffer_size - pos} bytes not covered by any tensor "

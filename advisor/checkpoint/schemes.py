@@ -5,6 +5,9 @@ from __future__ import annotations
 from advisor.checkpoint.model import ActQuant, WeightQuant
 
 UNQUANTIZED_FORMATS = frozenset({"bf16", "fp16", "fp32"})
+# Weight formats with no kernel family of their own in the engines' rules: their label names the format.
+FOREIGN_LABELS = {"exl2": "EXL2", "exl3": "EXL3", "ternary": "BITNET", "mlx_affine": "MLX", "hqq": "HQQ",
+                  "aqlm": "AQLM", "gguf": "GGUF", "unknown": "UNKNOWN"}
 BF16 = WeightQuant()
 NO_ACT = ActQuant()
 
@@ -23,6 +26,8 @@ def scheme_label(w: WeightQuant, a: ActQuant) -> str:
     f = w.format
     if f == "fp16":
         return "FP16"
+    if f in FOREIGN_LABELS:
+        return FOREIGN_LABELS[f]
     if f in UNQUANTIZED_FORMATS:
         return "BF16"
     act = a.format
@@ -52,8 +57,18 @@ def stored_bytes(w: WeightQuant, out_f: int, in_f: int, *, scale_bytes: int = 2)
     """
     n = out_f * in_f
     f = w.format
-    if f in ("bf16", "fp16"):
+    if f in ("bf16", "fp16", "unknown"):          # unknown: at most 16 bits (doctor says it is an upper bound)
         return 2 * n
+    if w.bpw:                                     # EXL2 / EXL3 / GGUF: the declared average incl. scales
+        return int(round(n * w.bpw / 8))
+    if f == "ternary":                            # BitNet: 4 ternary values per byte + one scale per tensor
+        return -(-n // 4) + 4
+    if f == "aqlm" and w.group_size and w.block:   # codes + fp16 codebooks + fp16 scales (block = books, bits)
+        books, nbits = w.block
+        codes = n // w.group_size * books * nbits // 8
+        return codes + books * (2 ** min(nbits, 20)) * w.group_size * 2 + out_f * 2
+    if f in ("mlx_affine", "hqq") and w.group_size:   # data + a 16-bit scale and bias/zero per group
+        return (n * w.bits + 7) // 8 + _ceil(in_f, w.group_size) * out_f * 4
     if f == "fp32":
         return 4 * n
     if f == "nvfp4":

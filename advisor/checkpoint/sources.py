@@ -29,6 +29,7 @@ class CheckpointFiles:
     headers: list[SafetensorsHeader] = field(default_factory=list)
     local: bool = True                    # headers are local files (tiny scalars may be read for doctor checks)
     notes: list[tuple[str, str, str]] = field(default_factory=list)   # (code, severity, message)
+    gguf: list[tuple[str, int]] = field(default_factory=list)   # (file name, bytes) of GGUF weights in the folder
 
 
 def load(source: str) -> CheckpointFiles:
@@ -104,6 +105,16 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
     if not _st.S_ISDIR(st.st_mode):
         raise BadInput("not a regular file or folder", path=path)
     files = CheckpointFiles(source=display)
+    try:
+        listing = sorted(os.listdir(path))
+    except OSError as err:
+        raise BadInput(_os_problem(err), path=path) from None
+    gguf = [n for n in listing if n.endswith(".gguf") and os.path.isfile(os.path.join(path, n))]
+    if gguf:
+        # a GGUF folder: the weights are sized from the files themselves (config.json, when present, for the rest)
+        files.gguf = [(n, os.path.getsize(os.path.join(path, n))) for n in gguf]
+    if gguf and not os.path.lexists(os.path.join(path, "config.json")):
+        return files
     files.config = read_json(os.path.join(path, "config.json"), required=True)
     files.hf_quant_config = read_json(os.path.join(path, "hf_quant_config.json"), required=False)
     files.quantize_config = read_json(os.path.join(path, "quantize_config.json"), required=False)
@@ -136,6 +147,8 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
                            path=os.path.join(path, missing[0]))
     else:
         shards = [n for n in names if n.endswith(".safetensors")]
+        if not shards and files.gguf:
+            return files
         if not shards:
             other = [n for n in names if n.endswith((".bin", ".pt", ".gguf", ".pth"))]
             msg = ("no .safetensors weights (only " + ", ".join(other[:3]) + "): sizes are computed from the config"

@@ -61,11 +61,19 @@ def whole(lo: int = 1, hi: int | None = None):
     return parse
 
 
-def add_gpu_arguments(parser: argparse.ArgumentParser, *, default: str | None = "auto") -> None:
+def add_gpu_arguments(parser: argparse.ArgumentParser, *, default: str | None = "auto", what_if: bool = False) -> None:
+    """``what_if``: without --gpu, the probed cards, else the what-if card the TUI starts on (said in
+    the output); an explicit ``--gpu auto`` still insists on a probed card."""
+    from advisor.gpu_table import WHAT_IF_GPU
+
+    if what_if:
+        default, shown = None, f" (default: the probed cards; with none, {WHAT_IF_GPU} as a what-if)"
+    else:
+        shown = "" if default is None else f" (default: {default})"
     parser.add_argument(
         "--gpu", metavar="ID|auto", default=default,
-        help="GPU table id (e.g. rtx-3090; list: nvfp4-advisor gpus) or 'auto' for the probed cards"
-             + ("" if default is None else f" (default: {default})"),
+        help="GPU table id (e.g. rtx-3090, RTX3090 or 3090; list: nvfp4-advisor gpus) or 'auto' for the probed cards"
+             + shown,
     )
     parser.add_argument(
         "--gpus", metavar="N", type=_count, default=None,
@@ -73,13 +81,25 @@ def add_gpu_arguments(parser: argparse.ArgumentParser, *, default: str | None = 
     )
 
 
-def selection_from_args(args: argparse.Namespace, probe_result=None):
-    """The planning set for a command; probes this machine unless a result is given."""
+def selection_from_args(args: argparse.Namespace, probe_result=None, *, what_if: bool = False):
+    """The planning set for a command; probes this machine unless a result is given. ``what_if``:
+    no --gpu and no card here plans for WHAT_IF_GPU, and the selection's note says so."""
+    from dataclasses import replace
+
     from advisor.probe import probe, resolve_gpus
+    from advisor.gpu_table import WHAT_IF_GPU
 
     if probe_result is None:
         probe_result = probe()
-    return resolve_gpus(probe_result, getattr(args, "gpu", None), getattr(args, "gpus", None))
+    gpu, count = getattr(args, "gpu", None), getattr(args, "gpus", None)
+    if gpu is None and what_if and not getattr(probe_result, "devices", ()):
+        sel = resolve_gpus(probe_result, WHAT_IF_GPU, count)
+        return replace(sel, note=f"{NO_GPU_WHAT_IF}: {sel.count} x {sel.spec.name} as a what-if; "
+                                 "pass --gpu ID for your card")
+    return resolve_gpus(probe_result, gpu, count)
+
+
+NO_GPU_WHAT_IF = "No GPU here and no --gpu"
 
 
 CHECKPOINT_HELP = "local folder, .safetensors file, hub id org/name[@revision], or demo:NAME"

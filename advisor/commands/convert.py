@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 NAME = "convert"
-HELP = "convert a BF16/FP16 checkpoint to NVFP4 (ModelOpt layout, bit-exact with ModelOpt 0.47)"
+HELP = ("convert a BF16/FP16 checkpoint to NVFP4 (ModelOpt layout, bit-exact with ModelOpt 0.47); "
+        "--dequantized: a quantized checkpoint to BF16")
 ORDER = 90
 
 
@@ -35,6 +36,9 @@ def add_arguments(parser) -> None:
                         help="a ModelOpt NVFP4 checkpoint of the same model: its quantized/kept choices, "
                              "fused groups, input scales, configs and sharding win")
     parser.add_argument("--format", choices=["modelopt"], default="modelopt", help="output layout (modelopt)")
+    parser.add_argument("--dequantized", action="store_true",
+                        help="the other way: write a BF16 copy of a quantized SRC (NVFP4, MXFP4, FP8, INT4/INT8) "
+                             "with every weight dequantized, so any engine serves the quantized weights in BF16")
     parser.add_argument("--weight-only", action="store_true",
                         help="W4A16_NVFP4: no input_scale tensors (default NVFP4 with input_scale 1.0)")
     # one pattern per flag: with nargs="+" a leading `--keep P SRC DST` swallowed SRC and DST
@@ -43,54 +47,22 @@ def add_arguments(parser) -> None:
                              "precision; repeat for more")
     parser.add_argument("--max-shard-size", type=_size, default=10 * 10**9, metavar="SIZE",
                         help="shard size limit without a reference (default 10GB)")
-    parser.add_argument("--threads", type=whole(1, 1024), default=None, metavar="N",
-                        help="worker threads (default: CPU count, at most 8)")
+    parser.add_argument("--jobs", "-j", "--threads", dest="jobs", type=whole(1, 1024), default=None, metavar="N",
+                        help="tensors (and row ranges of large ones) converted in parallel (default: the CPU count)")
 
 
-def progress_line(stage: str, done: int, total: int, name: str, width: int) -> str:
-    """One status line that never reaches the last column (a wrapped line breaks the \\r redraw)."""
-    pct = 100 * done / total if total else 100
-    label = "scanning amax" if stage == "scan" else "writing"
-    head = f"{label:13s} {pct:5.1f}%  {done / 1e9:.2f}/{total / 1e9:.2f} GB  "
-    room = max(0, width - 1 - len(head))
-    tail = name if len(name) <= room else ("..." + name[-(room - 3):] if room > 3 else "")
-    return (head + tail).ljust(width - 1)[: width - 1]
+def _progress(args, title: str = "convert"):
+    """(callback for the converter, the bar to close): bytes done of the total, the stage as the phase
+    (advisor.progress: rich.progress in a terminal, a line per stage otherwise, nothing with --json)."""
+    from advisor.progress import Step, bar_for
 
-
-def terminal_width(stream, default: int = 80) -> int:
-    """Columns of the terminal `stream` writes to (the progress goes to stderr, and stdout is
-    often redirected, so shutil.get_terminal_size's stdout-based answer can be the wrong one)."""
-    import os
-
-    try:
-        return int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        pass
-    try:
-        return os.get_terminal_size(stream.fileno()).columns or default
-    except (OSError, ValueError, AttributeError):
-        return default
-
-
-def _progress_printer():
-    import sys
-    import time
-
-    if not sys.stderr.isatty():
-        return None
-    last = [0.0]
+    bar = bar_for(args, title, lines_off_terminal=False)
+    words = {"scan": "scanning amax", "compare": "comparing"}
 
     def show(stage: str, done: int, total: int, name: str) -> None:
-        now = time.monotonic()
-        if now - last[0] < 0.2 and done < total:
-            return
-        last[0] = now
-        width = terminal_width(sys.stderr)
-        sys.stderr.write("\r" + progress_line(stage, done, total, name, width))
-        if stage == "write" and done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-    return show
+        bar(Step(done, total, "B", words.get(stage, "writing")))
+
+    return show, bar
 
 
 class _TermAsExit:
@@ -116,23 +88,62 @@ class _TermAsExit:
 
 
 def run(args):
-    import os
     from pathlib import Path
 
     from advisor.commands import Outcome
-    from advisor.convert.converter import convert
+    from advisor.convert.converter import convert, default_jobs
     from advisor.convert.plan import Options
     from advisor.convert.report import convert_doc, convert_payload
     from advisor.errors import UsageError
     from advisor.jsonout import document
 
-    threads = args.threads if args.threads is not None else min(8, os.cpu_count() or 1)
-    if threads < 1:
-        raise UsageError("--threads must be at least 1")
+    if args.dequantized:
+        return _run_dequantized(args)
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     options = Options(weight_only=args.weight_only, keep=tuple(args.keep),
-                      max_shard_bytes=args.max_shard_size, threads=threads)
+                      max_shard_bytes=args.max_shard_size, threads=jobs)
+    show, bar = _progress(args)
     with _TermAsExit():
-        result = convert(Path(args.source), Path(args.destination),
-                         reference=Path(args.reference) if args.reference else None, options=options,
-                         progress=None if args.json else _progress_printer())
+        try:
+            result = convert(Path(args.source), Path(args.destination),
+                             reference=Path(args.reference) if args.reference else None, options=options,
+                             progress=show)
+        finally:
+            bar.close()
     return Outcome(json=document("convert", convert_payload(result)), doc=convert_doc(result))
+
+
+def _run_dequantized(args):
+    from pathlib import Path
+
+    from advisor.commands import Outcome
+    from advisor.convert.dequantized import dequantize_checkpoint
+    from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph
+    from advisor.errors import UsageError
+    from advisor.jsonout import document
+
+    clash = [flag for flag, on in (("--reference", args.reference), ("--weight-only", args.weight_only),
+                                   ("--keep", args.keep)) if on]
+    if clash:
+        raise UsageError(f"--dequantized writes BF16: {clash[0]} does not apply")
+    show, bar = _progress(args)
+    with _TermAsExit():
+        try:
+            r = dequantize_checkpoint(Path(args.source), Path(args.destination), max_shard_bytes=args.max_shard_size,
+                                      progress=show)
+        finally:
+            bar.close()
+    doc = Doc((
+        Heading(f"Dequantized: {r['source']} -> {r['destination']}"),
+        Paragraph(f"{r['dequantized']} quantized weight(s) written as BF16; scales, zero points and the "
+                  "quantization config dropped; every other tensor and file copied unchanged.", "good"),
+        KeyValues((("formats", ", ".join(r["formats"])), ("output", f"{r['output_bytes'] / 1e6:.1f} MB in "
+                                                                      f"{len(r['files'])} file(s)"),
+                   ("time", f"{r['seconds']:.1f} s"))),
+        *((Bullets(tuple(r["notes"]), title="Notes", style="warn"),) if r["notes"] else ()),
+        Paragraph(f"serve it as the reference: nvfp4-advisor launch {r['destination']} --engine ..., then "
+                  "nvfp4-advisor bench --url CANDIDATE --reference-url REFERENCE", "dim"),
+    ))
+    return Outcome(json=document("convert", {"mode": "dequantized", **r}), doc=doc)

@@ -36,7 +36,7 @@ def _dependency(text: str) -> str:
 
 def add_arguments(parser) -> None:
     add_checkpoint_argument(parser)
-    add_gpu_arguments(parser)
+    add_gpu_arguments(parser, what_if=True)
     parser.add_argument("--engine", default="vllm", metavar="ENGINE[@VERSION]",
                         help="vllm, sglang or fastllm, optionally @VERSION (default: vllm, newest rules)")
     parser.add_argument("--all-gpus", action="store_true", help="the decision on every GPU in the table")
@@ -86,6 +86,7 @@ def run(args):
     from advisor.doc import Doc, Paragraph
     from advisor.errors import EXIT_OK, EXIT_UNSUPPORTED
     from advisor.jsonout import document
+    from advisor.kernel_path.default_install import install_payload
     from advisor.kernel_path.explain import explain, explain_all_gpus
     from advisor.kernel_path.render import all_gpus_doc, explanation_doc, options_payload
     from advisor.kernel_path.rules import parse_engine_spec
@@ -102,15 +103,18 @@ def run(args):
         payload = {"checkpoint": info.source, "options": options_payload(options), "explanations": exps}
         return Outcome(json=document("explain-all-gpus", payload), doc=all_gpus_doc(exps, table, info),
                        exit_code=EXIT_OK)
-    from advisor.commands._args import selection_from_args
+    from advisor.commands._args import NO_GPU_WHAT_IF, selection_from_args
 
-    sel = selection_from_args(args)
+    sel = selection_from_args(args, what_if=True)
     check_tp(args.tp, sel.count, info.arch)
     exp = explain(info, sel.spec, gpus=sel.count, engine=engine, version=version, options=options)
     payload = {"checkpoint": info.source, "gpu_selection": {"id": sel.spec.id, "count": sel.count,
                                                             "source": sel.source, "note": sel.note},
-               "options": options_payload(options), "explanation": exp}
+               "options": options_payload(options), "explanation": exp,
+               "install": install_payload(options, exp.engine, exp.engine_version)}
     doc = explanation_doc(exp, sel.spec, info, options)
+    if sel.note.startswith(NO_GPU_WHAT_IF):
+        doc = Doc((Paragraph(sel.note, "warn"),)) + doc
     ignored = _ignored_env(engine, version, options)
     if ignored:
         text = (f"--env {', '.join(ignored)}: not modelled by the advisor's {exp.engine} {exp.engine_version} "

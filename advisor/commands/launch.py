@@ -3,11 +3,14 @@ with a kernel check against `explain`, kept serving until Ctrl-C."""
 
 from __future__ import annotations
 
+import dataclasses
+
 NAME = "launch"
 HELP = "generate, start and supervise an engine server (vllm, sglang, fastllm, llamacpp, trtllm, transformers)"
 ORDER = 60
 
 ENGINES = ("vllm", "sglang", "fastllm", "llamacpp", "trtllm", "transformers")
+TUNED_ENGINES = ("vllm", "sglang", "fastllm")       # the engines with rules: plan tunes their settings
 SPEC_METHODS = ("mtp", "eagle", "eagle3", "dflash", "dspark", "ngram", "draft_model")
 
 
@@ -58,7 +61,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--extra-arg", action="append", default=None, metavar="ARG",
                         help="pass ARG to the engine unchanged (repeatable; use --extra-arg=--flag)")
     parser.add_argument("--plan", metavar="PLAN.json",
-                        help="take settings (and the KV pool prediction) from `plan --json`")
+                        help="take settings (and the KV pool prediction) from `plan --json` (default: plan now "
+                             "when the GPU is known: --gpu, or the probed cards)")
+    parser.add_argument("--workload", metavar="W", default="interactive",
+                        help="workload the settings are tuned for (default interactive; list: profiles/workloads.yaml)")
     parser.add_argument("--profile", metavar="NAME", help="start from a saved launch profile")
     parser.add_argument("--save-profile", metavar="NAME", help="save these settings as a launch profile")
     parser.add_argument("--dry-run", action="store_true", help="print the command and exit")
@@ -76,8 +82,49 @@ _SIMPLE = ("port", "served_model_name", "tp", "pp", "nodes", "head_address", "kv
            "moe_backend", "device", "weight_dtype", "cuda_devices")
 
 
-def build_settings(args, environ):
-    """ServeSettings from profile < plan < explicit flags (edge code: reads files and the environment)."""
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """What the command was tuned for: the plan (``plan --json`` form) and the GPU selection, or why not."""
+
+    plan: dict | None = None
+    selection: object = None
+    why_not: str = ""
+    verdict: str = ""                  # the analysis' verdict reason ("" when nothing stands in the way)
+
+    @property
+    def label(self) -> str:
+        return f"{self.selection.count} x {self.selection.spec.name}" if self.selection is not None else ""
+
+
+def tune(args) -> Tuning:
+    """The plan for CHECKPOINT on the known GPU (--gpu ID, or the probed cards), as the TUI and `report`
+    make it; without a known GPU (or for an engine without rules) the command stays untuned and says why."""
+    from advisor.errors import AdvisorError
+
+    engine, model = args.engine, args.checkpoint
+    if args.plan or args.profile or not model or not engine:
+        return Tuning()
+    if engine not in TUNED_ENGINES:
+        return Tuning(why_not=f"the advisor has no {engine} rules to tune it")
+    from advisor.commands._args import selection_from_args
+
+    try:
+        sel = selection_from_args(args)
+    except AdvisorError:
+        if (getattr(args, "gpu", None) or "auto").strip().lower() != "auto":
+            raise                               # a bad --gpu is a usage error, as everywhere
+        return Tuning(why_not="no GPU named and none found here")
+    from advisor.analysis import Selection, analyze
+
+    a = analyze(Selection(model, sel.spec.id, sel.count, engine, None, args.workload), gpu=sel.spec)
+    if a.plan is None:
+        return Tuning(selection=sel, why_not="; ".join(a.errors.values()) or "no plan")
+    return Tuning(plan=a.plan.to_json(), selection=sel, verdict=a.verdict_reason)
+
+
+def build_settings(args, environ, tuning: Tuning | None = None):
+    """ServeSettings from profile < plan (--plan, or ``tuning``'s) < explicit flags (edge code: reads
+    files and the environment)."""
     import dataclasses
     import json
 
@@ -114,12 +161,15 @@ def build_settings(args, environ):
             raise Unsupported(f"{args.plan}: the plan has no launch line: {blocked}")
         base = settings_from_plan(plan_doc, engine=engine, model=model,
                                   **({} if base is None else {"port": base.port}))
+    elif base is None and tuning is not None and tuning.plan is not None:
+        plan_doc = tuning.plan
+        base = settings_from_plan(plan_doc, engine=engine, model=model)
     s = base or ServeSettings(engine=engine, model=model)
     s = dataclasses.replace(s, engine=engine, model=model)
     changes = {k: getattr(args, k) for k in _SIMPLE if getattr(args, k, None) is not None}
     if args.engine_version:
         changes["version"] = args.engine_version
-    if args.tp is None and args.gpus and "tp" not in changes and not args.plan and not args.profile:
+    if args.tp is None and args.gpus and "tp" not in changes and plan_doc is None and not args.profile:
         changes["tp"] = args.gpus
     if args.no_cuda_graphs:
         changes["cuda_graphs"] = False
@@ -163,10 +213,11 @@ def _with_scheme(settings):
     return dataclasses.replace(settings, checkpoint_scheme=info.label, checkpoint_moe=info.arch.moe is not None)
 
 
-def _explanation(args, settings, notes, version, cmd):
+def _explanation(args, settings, notes, version, cmd, tuning: Tuning | None = None):
     """explain's prediction for the kernel check; None (with a note) when it cannot be made."""
-    if settings.engine not in ("vllm", "sglang", "fastllm") or args.gpu is None:
-        if settings.engine in ("vllm", "sglang", "fastllm"):
+    known = tuning is not None and tuning.selection is not None
+    if settings.engine not in TUNED_ENGINES or (args.gpu is None and not known):
+        if settings.engine in TUNED_ENGINES:
             notes.append("kernel prediction skipped: pass --gpu ID|auto to compare the engine's kernels with explain")
         return None
     import os
@@ -178,13 +229,41 @@ def _explanation(args, settings, notes, version, cmd):
     from advisor.kernel_path.rules import load_rules
 
     try:
-        sel = selection_from_args(args)
+        sel = tuning.selection if known else selection_from_args(args)
         info = inspect_checkpoint(settings.model)
         options = launch_options(cmd, load_rules(settings.engine, version)[0], os.environ)
         return explain(info, sel.spec, gpus=sel.count, engine=settings.engine, version=version, options=options)
     except AdvisorError as err:
         notes.append(f"kernel prediction skipped: {err}")
         return None
+
+
+def _tuning_payload(args, tuning: Tuning) -> dict:
+    if args.plan:
+        return {"tuned": True, "source": args.plan}
+    if args.profile:
+        return {"tuned": None, "source": f"launch profile {args.profile!r}"}
+    if tuning.plan is not None:
+        return {"tuned": True, "source": "plan", "gpus": tuning.label, "selection": tuning.selection.note,
+                "workload": args.workload}
+    return {"tuned": False, "why": tuning.why_not}
+
+
+def _tuning_doc(args, tuning: Tuning):
+    """One line under the command: what it is tuned for, or that it is not and how to tune it."""
+    from advisor.doc import Doc, Paragraph
+
+    if args.plan or args.profile:
+        return Doc()
+    if tuning.plan is not None:
+        where = "" if tuning.selection.source == "probed" else " (what-if)"
+        return Doc((Paragraph(f"Tuned for {tuning.label}{where}, workload {args.workload}: the command the TUI "
+                              "and `report` show.", "good"),))
+    how = ("add --gpu ID (e.g. --gpu rtx-3090; list: nvfp4-advisor gpus) to tune it for that card, or --plan "
+           "PLAN.json from `nvfp4-advisor plan CHECKPOINT --gpu ID --json`") if args.engine in TUNED_ENGINES else \
+        "set batch, context and memory flags yourself"
+    return Doc((Paragraph(f"Untuned: {tuning.why_not}; engine defaults apart from the flags given. To tune: {how}.",
+                          "warn"),))
 
 
 def _check_tp(args, settings) -> None:
@@ -311,7 +390,7 @@ def _run(args):
 
     from advisor.commands import Outcome
     from advisor.doc import Bullets, Doc, KeyValues, Paragraph
-    from advisor.errors import BadInput
+    from advisor.errors import EXIT_UNSUPPORTED, BadInput
     from advisor.jsonout import document
     from launchers import kernel_check, pidfile, profiles, report, watchdog
     from launchers.engines import build_command
@@ -319,14 +398,15 @@ def _run(args):
     from launchers.supervisor import Server, ServerFailed, stop_leftover
     from launchers.versions import detect_version
 
-    settings, key_env, plan_doc = build_settings(args, os.environ)
+    tuning = tune(args)
+    settings, key_env, plan_doc = build_settings(args, os.environ, tuning)
     settings = _with_scheme(settings)
     _check_tp(args, settings)
     detected = None if settings.version else detect_version(settings.engine)
     cmd = build_command(settings, detected)
     overridden = extra_arg_overrides(cmd)
-    payload = {"command": cmd, "dry_run": bool(args.dry_run)}
-    doc = report.command_doc(cmd)
+    payload = {"command": cmd, "dry_run": bool(args.dry_run), "tuning": _tuning_payload(args, tuning)}
+    doc = report.command_doc(cmd) + _tuning_doc(args, tuning)
     if args.save_profile:
         path = profiles.save(args.save_profile, settings, api_key_env=key_env)
         payload["saved_profile"] = str(path)
@@ -337,8 +417,10 @@ def _run(args):
                        "(--dry-run shows the command)", path=settings.model)
     notes: list[str] = []
     # explain before the dry-run return: a printed command must carry the failure explain predicts
-    explanation = _explanation(args, settings, notes, cmd.version, cmd)
+    explanation = _explanation(args, settings, notes, cmd.version, cmd, tuning)
     predicted_fail = explanation is not None and not explanation.runs
+    # the engine refuses the whole model while reading its config (explain's config-loading stage)
+    refused = explanation is not None and explanation.load is not None and explanation.load.refused
     if args.dry_run:
         warnings = []
         if demo:
@@ -346,13 +428,15 @@ def _run(args):
                             f"in place of {settings.model}")
         if predicted_fail:
             warnings.append(f"explain predicts this will not run: {explanation.summary}")
+        elif tuning.verdict and tuning.plan is plan_doc:
+            warnings.append(tuning.verdict)     # e.g. the weights do not fit: the TUI's launch note says the same
         warnings += overridden
         payload.update(warnings=warnings, notes=notes)
         if warnings:
             doc = doc + Doc((Bullets(tuple(warnings), title="Before you run it", style="warn"),))
         if notes:
             doc = doc + Doc((Bullets(tuple(notes), style="dim"),))
-        return Outcome(json=document("launch", payload), doc=doc)
+        return Outcome(json=document("launch", payload), doc=doc, exit_code=EXIT_UNSUPPORTED if refused else 0)
     if settings.model.startswith(("/", "./", "../", "~")) and not Path(settings.model).expanduser().exists():
         # an explicit local path (a hub id would be org/name): the engine would fail only after starting
         raise BadInput("no such checkpoint folder or file", path=settings.model)
@@ -361,7 +445,9 @@ def _run(args):
 
     def say(text: str) -> None:
         if not quiet:
-            print(text, file=sys.stderr, flush=True)
+            from advisor.untrusted import printable
+
+            print(printable(text, multiline=True), file=sys.stderr, flush=True)
 
     left = pidfile.leftovers()
     if left:
@@ -400,6 +486,9 @@ def _run(args):
     payload["log"] = str(log_path)
     try:
         server.start()
+        for swept in server.swept:     # what an earlier, killed advisor left running: ended now
+            say(swept.text)
+        payload["swept"] = server.swept
         ready = server.wait_ready(args.ready_timeout, on_progress=progress)
     except ServerFailed as err:
         stop = server.stop() if server.proc else None
@@ -435,8 +524,13 @@ def _run(args):
     samples = dog.stop()
     payload["stop"] = server.stop()
     payload["watchdog"] = watchdog.findings(samples, expect_gpu=settings.device != "cpu")
-    doc = doc + Doc((KeyValues((("stopped with", payload["stop"].signal or "already exited"),
-                                ("after", f"{payload['stop'].elapsed_s:.1f} s"))),))
+    stopped = payload["stop"]
+    doc = doc + Doc((KeyValues((("stopped with", stopped.signal or "already exited"),
+                                ("after", f"{stopped.elapsed_s:.1f} s"))
+                               + ((("also ended", ", ".join(stopped.escaped) + " (had left the process group)"),)
+                                  if stopped.escaped else ())
+                               + ((("still running", ", ".join(map(str, stopped.survivors))),)
+                                  if stopped.survivors else ())),))
     if payload["watchdog"]:
         doc = doc + Doc((Bullets(tuple(f"{w.text} ({w.evidence})" for w in payload["watchdog"]),
                                  title="Watchdog while serving", style="warn"),))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 NAME = "microbench"
 HELP = "measure what this GPU achieves per kernel class (Triton) and save a calibration for plan"
@@ -32,13 +31,15 @@ def gpu_unavailable() -> str | None:
     seconds, wasted on a machine without a GPU."""
     import importlib.util
 
+    from advisor.install_hint import install_extra
+
     for name in ("torch", "triton"):
         try:
             found = importlib.util.find_spec(name) is not None
         except (ImportError, ValueError):
             found = False
         if not found:
-            return f"{name} not installed (pip install 'nvfp4-advisor[kernels]')"
+            return f"{name} not installed (install it with: {install_extra('kernels')})"
     from advisor.probe import probe
 
     seen = probe()
@@ -47,11 +48,11 @@ def gpu_unavailable() -> str | None:
     try:
         import torch
     except ImportError:
-        return "torch not installed (pip install 'nvfp4-advisor[kernels]')"
+        return f"torch not installed (install it with: {install_extra('kernels')})"
     try:
         import triton  # noqa: F401
     except ImportError:
-        return "triton not installed (pip install 'nvfp4-advisor[kernels]')"
+        return f"triton not installed (install it with: {install_extra('kernels')})"
     if not torch.cuda.is_available():
         return "no CUDA GPU visible to torch"
     return None
@@ -76,8 +77,14 @@ def run(args: argparse.Namespace):
         from advisor.microbench.shapes import shapes_from_checkpoint
 
         shapes = shapes_from_checkpoint(inspect_checkpoint(args.shapes_from))
-    return measure(shapes, ms, device=args.device, budget_s=args.budget, save=not args.no_save,
-                   progress=_stderr_progress)
+    from advisor.progress import Step, bar_for
+
+    bar = bar_for(args, "microbench")
+    try:
+        return measure(shapes, ms, device=args.device, budget_s=args.budget, save=not args.no_save,
+                       progress=lambda done, total, label: bar(Step(done, total, "case", label)))
+    finally:
+        bar.close()
 
 
 def measure(shapes, ms, *, device: int = 0, budget_s: float | None = 600.0, save: bool = True, progress=None):
@@ -124,11 +131,3 @@ def resolve_spec(name: str, uuid: str | None):
     from advisor.microbench.results import slug
 
     return None, slug(name)
-
-
-def _stderr_progress(done: int, total: int, label: str) -> None:
-    width = 24
-    filled = width * done // max(total, 1)
-    end = "\n" if done >= total else ""
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label[:48]:<48}{end}")
-    sys.stderr.flush()

@@ -31,7 +31,7 @@ def add_arguments(parser) -> None:
     from advisor.commands._args import MAX_GPUS, add_checkpoint_argument, add_gpu_arguments, number, whole
 
     add_checkpoint_argument(parser)
-    add_gpu_arguments(parser)
+    add_gpu_arguments(parser, what_if=True)
     parser.add_argument("--engine", metavar="E[@V]", default="vllm",
                         help="serving engine and optional version, e.g. vllm@0.33 (default: vllm)")
     parser.add_argument("--workload", default="interactive",
@@ -61,6 +61,12 @@ def add_arguments(parser) -> None:
                        help="speculative method (default: the checkpoint's MTP head, else n-gram)")
     fixed.add_argument("--acceptance", type=_floats, metavar="A1,A2,...",
                        help="measured per-position draft acceptance rates")
+    fixed.add_argument("--acceptance-kind", choices=("unconditional", "conditional"),
+                       help="how --acceptance was measured: the share of all verify steps accepting position i "
+                            "(unconditional, what vLLM and FastLLM print) or given the earlier positions were "
+                            "accepted (conditional); default: what the engine prints")
+    fixed.add_argument("--chat-template", metavar="FILE",
+                       help="the chat template --acceptance was measured with; the launch line passes it on")
     fixed.add_argument("--draft-bytes", type=number(0, 1e15), metavar="BYTES", help="bytes one draft pass reads")
     graphs = fixed.add_mutually_exclusive_group()
     graphs.add_argument("--cuda-graphs", dest="cuda_graphs", action="store_true", default=None,
@@ -68,6 +74,9 @@ def add_arguments(parser) -> None:
     graphs.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", help="eager mode")
     fixed.add_argument("--context", type=whole(1, 10**8), metavar="TOKENS", help="context length to cost decode at")
     fixed.add_argument("--prompt", type=whole(1, 10**8), metavar="TOKENS", help="prompt length to cost prefill at")
+    parser.add_argument("--quality", metavar="FILE", action="append", default=[],
+                        help="quality evidence to show per format: `quality --json` or `bench --reference-url "
+                             "--json` output; repeat for more")
 
 
 def probed_device(selection, probe_result):
@@ -98,6 +107,14 @@ def overrides_from_args(args, device=None, nvlink: bool | None = None):
         from advisor.errors import UsageError
 
         raise UsageError(f"--memory-share must be in (0, 1] (got {args.memory_share:g})")
+    template = getattr(args, "chat_template", None)
+    if template is not None:
+        from pathlib import Path
+
+        from advisor.errors import BadInput
+
+        if not Path(template).is_file():
+            raise BadInput("no such chat template file (--chat-template)", path=template)
     power = args.power_limit
     pcie_gen, pcie_lanes = args.pcie_gen, args.pcie_lanes
     if device is not None:
@@ -110,6 +127,7 @@ def overrides_from_args(args, device=None, nvlink: bool | None = None):
         vram_gb=args.vram, power_limit_w=power, bandwidth_gbs=args.bandwidth, kv_cache_dtype=args.kv_cache_dtype,
         max_batch=args.max_batch, memory_share=args.memory_share, chunked_prefill=args.chunked_prefill,
         tp=args.tp, draft_tokens=args.draft_tokens, spec_method=args.spec_method, acceptance=args.acceptance,
+        acceptance_kind=getattr(args, "acceptance_kind", None), chat_template=getattr(args, "chat_template", None),
         draft_bytes=args.draft_bytes, cuda_graphs=args.cuda_graphs, context_tokens=args.context,
         prompt_tokens=args.prompt, pcie_gen=pcie_gen, pcie_lanes=pcie_lanes,
         nvlink=getattr(args, "nvlink", None) if getattr(args, "nvlink", None) is not None else nvlink)
@@ -120,7 +138,7 @@ def run(args):
     from advisor.calibration import load_calibration
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.commands import Outcome
-    from advisor.commands._args import selection_from_args
+    from advisor.commands._args import NO_GPU_WHAT_IF, selection_from_args
     from advisor.analysis import explain_and_plan
     from advisor.cost.feasibility import check_tp
     from advisor.cost.plan_doc import to_doc
@@ -133,8 +151,11 @@ def run(args):
 
     engine, version = parse_engine_spec(args.engine)   # unknown engine: exit 2 with the list, as explain
     workload = get_workload(args.workload, args.workloads)
+    from advisor.quality.evidence import evidence_doc, load_files, per_format
+
+    weights, outputs = load_files(getattr(args, "quality", []))     # bad files fail before the work
     probe_result = probe()            # also for an id: a probed card brings its uuid and power limit
-    selection = selection_from_args(args, probe_result)
+    selection = selection_from_args(args, probe_result, what_if=True)
     device = probed_device(selection, probe_result)
     overrides = overrides_from_args(args, device, probed_nvlink(selection, probe_result))
     checkpoint = inspect_checkpoint(args.checkpoint)
@@ -151,4 +172,11 @@ def run(args):
     payload = plan.to_json()
     payload["gpu"]["selection"] = selection.note
     payload["explanation_summary"] = explanation.summary
-    return Outcome(json=document("plan", payload), doc=to_doc(plan))
+    evidence = per_format(checkpoint.scheme_shares, weights, outputs)
+    payload["quality_evidence"] = evidence
+    doc = to_doc(plan) + evidence_doc(evidence)
+    if selection.note.startswith(NO_GPU_WHAT_IF):
+        from advisor.doc import Doc, Paragraph
+
+        doc = Doc((Paragraph(selection.note, "warn"),)) + doc
+    return Outcome(json=document("plan", payload), doc=doc)

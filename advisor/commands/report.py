@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
     from advisor.commands._args import add_checkpoint_argument, add_gpu_arguments
 
     add_checkpoint_argument(parser)
-    add_gpu_arguments(parser)
+    add_gpu_arguments(parser, what_if=True)
     parser.add_argument("--compare", metavar="all|ID,ID,...",
                         help="add the compatibility matrix for these GPU ids (or the whole table)")
     parser.add_argument("--engine", type=_engines, default=("vllm",), metavar="E[@V][,E...]",
@@ -45,6 +45,8 @@ def add_arguments(parser) -> None:
     m.add_argument("--launch-log", metavar="FILE", help="engine start-up log: kernel check against the prediction")
     m.add_argument("--bench", metavar="FILE", help="`bench --json` output: measured vs this report's prediction")
     m.add_argument("--microbench", metavar="FILE", help="`microbench --json` output")
+    m.add_argument("--quality", metavar="FILE", action="append", default=[],
+                   help="`quality --json` or `bench --reference-url --json` output: a quality section; repeat for more")
     m.add_argument("--calibration", metavar="FILE",
                    help="calibration JSON (default: the one saved by microbench for this GPU, if any)")
     m.add_argument("--no-calibration", action="store_true", help="ignore saved microbench calibration")
@@ -101,6 +103,23 @@ def _compare_gpus(text: str, table) -> list:
     if not ids:
         raise UsageError("--compare needs 'all' or GPU ids, e.g. --compare rtx-3090,rtx-5090")
     return [get_gpu(i) for i in dict.fromkeys(ids)]
+
+
+def _planning_selection(args, probe_result, compare):
+    """The planning GPU: --gpu, else the probed cards; on a machine without a GPU, the compared GPUs are
+    the plan (the first of --compare heads the report, every one of them is in the matrix)."""
+    from advisor.commands._args import selection_from_args
+    from advisor.probe import resolve_gpus
+
+    auto = args.gpu is None or args.gpu.strip().lower() == "auto"
+    if auto and compare and not (probe_result is not None and probe_result.devices):
+        first = compare[0]
+        selection = resolve_gpus(probe_result, first.id, args.gpus)
+        from dataclasses import replace
+
+        return replace(selection, note=f"no GPU on this machine: planned for the compared GPUs, first {first.name} "
+                                        f"({selection.note})")
+    return selection_from_args(args, probe_result, what_if=True)
 
 
 def _plan_overrides(args, selection, probe_result):
@@ -182,6 +201,13 @@ def _extras(args, analysis, calibration):
             out.append(microbench_extra(_read_json(args.microbench)))
         except (TypeError, ValueError) as err:
             raise BadInput(f"not a `microbench --json` document ({err})", path=args.microbench) from None
+    if getattr(args, "quality", None):
+        from advisor.quality.evidence import load_files
+        from advisor.report.extras import quality_extra
+
+        weights, outputs = load_files(args.quality)
+        shares = analysis.checkpoint.scheme_shares if analysis.checkpoint is not None else {}
+        out.append(quality_extra(weights, outputs, shares))
     if calibration is not None:
         out.append(calibration_extra(calibration))
     return tuple(out)
@@ -248,7 +274,6 @@ def run(args):
 
     import advisor
     from advisor.commands import Outcome
-    from advisor.commands._args import selection_from_args
     from advisor.doc import Doc, Heading, Paragraph
     from advisor.jsonout import document
     from advisor.kernel_path.rules import parse_engine_spec
@@ -262,23 +287,29 @@ def run(args):
     engine, version = parse_engine_spec(args.engine[0])
     for spec in args.engine[1:]:
         parse_engine_spec(spec)                       # every engine name checked before any work
+    if args.output == "-":
+        # A file literally named "-" is never what was meant; a report is a file (HTML is self-contained).
+        from advisor.errors import BadInput
+
+        raise BadInput("a report is written to a file, not to standard output: give a name (e.g. -o report.md)",
+                       path="-o -")
     local_ck = not args.checkpoint.startswith("demo:") and Path(args.checkpoint).expanduser().exists()
     target = check_target(args.output, (args.checkpoint,) if local_ck else (), overwrite=args.force)
 
     probe_result = probe()             # also for an id: a probed card of that model is a real fingerprint
-    selection = selection_from_args(args, probe_result)
-    overrides, device = _plan_overrides(args, selection, probe_result)
-    calibration = _calibration(args, selection, device)
-    analysis = _analysis(args, selection, engine, version, calibration, overrides)
     compare = ()
     if args.compare:
         from advisor.gpu_table import load_gpu_table
 
         table = load_gpu_table()
         compare = _compare_gpus(args.compare, list(table.values()) if isinstance(table, dict) else list(table))
+    selection = _planning_selection(args, probe_result, compare)
+    overrides, device = _plan_overrides(args, selection, probe_result)
+    calibration = _calibration(args, selection, device)
+    analysis = _analysis(args, selection, engine, version, calibration, overrides)
 
     scrub = scrubber_for(os.environ, home=os.path.expanduser("~"), cwd=os.getcwd(), secrets=(args.api_key,),
-                         probe_result=probe_result, calibration=calibration)
+                         probe_result=probe_result, calibration=calibration, paths=(args.checkpoint, args.output))
     header = Header(advisor.__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     reproduce_command(args, fmt))
     req = ExportRequest(analysis=analysis, header=header, fmt=fmt, hardware=Hardware(selection, probe_result),

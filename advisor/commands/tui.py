@@ -26,13 +26,14 @@ def run(args):
 
     if args.json:
         raise UsageError("the TUI has no --json output; use inspect/explain/plan --json")
+    gpu = None
     if args.gpu:
         from advisor.gpu_table import get_gpu
 
-        get_gpu(args.gpu)            # a bad id is a one-line usage error before the screen opens
+        gpu = get_gpu(args.gpu).id   # RTX3090 -> rtx-3090; a bad id is a one-line usage error before the screen opens
     if args.gpus is not None and args.gpus < 1:
         raise UsageError(f"--gpus must be at least 1 (got {args.gpus})")
     from advisor.tui import run_app
 
-    code = run_app(checkpoint=args.checkpoint, gpu=args.gpu, gpus=args.gpus, engine=args.engine)
+    code = run_app(checkpoint=args.checkpoint, gpu=gpu, gpus=args.gpus, engine=args.engine)
     return Outcome(json=document("tui", {}), doc=Doc(), exit_code=code)

@@ -24,7 +24,7 @@ def run(args):
     from pathlib import Path
 
     from advisor.commands import Outcome
-    from advisor.commands.convert import _progress_printer, _TermAsExit
+    from advisor.commands.convert import _progress, _TermAsExit
     from advisor.convert.report import verify_doc, verify_payload
     from advisor.convert.verify import verify
     from advisor.errors import EXIT_FAILURE, EXIT_OK
@@ -32,7 +32,11 @@ def run(args):
 
     threads = max(1, args.threads if args.threads is not None else min(8, os.cpu_count() or 1))
     with _TermAsExit():
-        rep = verify(Path(args.candidate) if args.candidate else None, Path(args.reference), threads=threads,
-                     progress=None if args.json else _progress_printer())
+        show, bar = _progress(args, "verify")
+        try:
+            rep = verify(Path(args.candidate) if args.candidate else None, Path(args.reference), threads=threads,
+                         progress=show)
+        finally:
+            bar.close()
     return Outcome(json=document("verify", verify_payload(rep)), doc=verify_doc(rep),
                    exit_code=EXIT_OK if rep.identical else EXIT_FAILURE)

@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass, field, replace
 
 from advisor.checkpoint.model import CheckpointInfo
-from advisor.cost import efficiency, interconnect, memory, speculative, weights
+from advisor.cost import efficiency, interconnect, memory, spec_concurrency, speculative, weights
+from advisor.cost import measured as measured_ops
 from advisor.cost.derived import Assumption, Derived
 from advisor.cost.engine_profile import GIB, EngineMemory
 from advisor.cost.kv import KvDtype, KvLayout
@@ -60,7 +61,9 @@ class PlanContext:
 
     # ---------------------------------------------------------------- memory
     def weight_bytes(self, tp: int) -> float:
-        return self.model.weights.resident_bytes(tp)
+        """Weights per GPU as the engine holds them resident (its in-memory layout; no draft)."""
+        x = memory.MemoryInputs(self.checkpoint.arch, self.model.weights, self.vram_bytes, 1.0, tp, 1, 1, False)
+        return memory.resident_weights(self.engine, x)
 
     def batch_default(self) -> dict:
         return self.engine.batch_default(self.vram_bytes / GIB, self.gpu.id)
@@ -68,10 +71,29 @@ class PlanContext:
     def default_share(self, chunked: int, max_batch: int, tp: int, graphs: bool) -> Derived:
         return memory.default_share(self.engine, self.vram_bytes, chunked, max_batch, tp, graphs)
 
+    def spec_memory(self, s: Settings) -> memory.SpecMemory | None:
+        """What drafting adds to memory at this setting: a separate draft, a quantized head copy, and
+        the linear-attention state snapshots verification keeps (one request's state, per GPU)."""
+        m = self.spec_method
+        if m is None or not s.draft_tokens:
+            return None
+        nbytes, src = self.draft_weights()
+        head, head_src = (self.draft_head_copy_bytes(), self.engine.draft_quant.get("source", "")) \
+            if self.draft_head_quant() else (0.0, "")
+        st = self.recurrent(s)
+        return memory.SpecMemory(m.name, s.draft_tokens, nbytes, src, head, head_src,
+                                 st.state_bytes if st is not None else 0.0)
+
+    def memory_inputs(self, s: Settings) -> memory.MemoryInputs:
+        return memory.MemoryInputs(self.checkpoint.arch, self.model.weights, self.vram_bytes, s.memory_share, s.tp,
+                                   s.chunked_prefill, s.max_batch, s.cuda_graphs, tuple(self.gpu.cc or (0, 0)),
+                                   self.spec_memory(s), self.kv_layout(s).full_layers)
+
     def budget(self, s: Settings) -> memory.MemoryBudget:
-        return memory.budget(self.engine, self.checkpoint.arch, vram_bytes=self.vram_bytes,
-                             weight_bytes=self.weight_bytes(s.tp), share=s.memory_share,
-                             chunked=s.chunked_prefill, max_batch=s.max_batch, tp=s.tp, graphs=s.cuda_graphs)
+        key = ("budget", s)
+        if key not in self._cache:
+            self._cache[key] = memory.budget(self.engine, self.memory_inputs(s))
+        return self._cache[key]
 
     def recurrent(self, s: Settings, kv: KvDtype | None = None) -> RecurrentState | None:
         """Per-request GDN/Mamba state at this setting (None: the model keeps none)."""
@@ -87,7 +109,11 @@ class PlanContext:
         """The KV layers of this setting: the target's, plus the MTP draft layers when MTP drafts (the
         engine keeps their KV in the same pool, ``engine.draft_kv_source``)."""
         m = self.spec_method
-        draft = self.checkpoint.arch.mtp_layers if m is not None and m.draft == "mtp_head" and s.draft_tokens else 0
+        draft = 0
+        if m is not None and s.draft_tokens:
+            # a separate draft's attention layers (EAGLE: one, DFlash: five, speculative.METHODS) keep KV too
+            draft = self.checkpoint.arch.mtp_layers if m.draft == "mtp_head" else \
+                m.draft_layers if m.draft == "layers" else 0
         return self.model.kv_layout(s.tp, draft)
 
     def kv_pool_bytes(self, s: Settings, batch: int, kv: KvDtype | None = None) -> float:
@@ -154,46 +180,44 @@ class PlanContext:
                                                   dequant_overhead=self.dequant_overhead)
         return self._cache[key]
 
-    def draft_pass(self, s: Settings) -> Derived:
-        """One draft forward (reads the draft's weights once for the whole batch)."""
+    def draft_weights(self) -> tuple[float, str]:
+        """A separate draft's weights as loaded, all GPUs (0: an MTP head of the checkpoint, or no draft)."""
         m = self.spec_method
+        if m is None or m.draft in ("none", "mtp_head"):
+            return 0.0, ""
         wm = self.model.weights
-        layers = max(self.checkpoint.arch.num_layers, 1)
-        one_layer = wm.params_of("dense") / layers * 2.0          # a BF16 decoder layer
-        head = wm.bytes_of("lm_head")
-        if m is None or m.draft == "none":
-            return Derived(0.0, "s", "no draft model (lookup on the host)", {}, "")
-        if m.draft == "mtp_head":
-            body = wm.bytes_of("mtp") or one_layer
-            nbytes, draft_layers, src = body + head, 1, "checkpoint MTP modules + shared lm_head"
-        elif m.draft == "draft_model":
-            nbytes = self.overrides.draft_bytes or DRAFT_SHARE * wm.resident_bytes()
-            draft_layers = max(1, layers // 4)
-            src = "--draft-bytes" if self.overrides.draft_bytes else speculative.DRAFT_MODEL_SHARE[1]
-        else:
-            draft_layers = 2 if m.draft == "two_layers" else 1
-            nbytes = draft_layers * one_layer + head
-            src = f"estimate: {draft_layers} BF16 decoder layer(s) of the target + lm_head"
-        bw = self.model.bandwidth_gbs * 1e9 * self.model.eff.bandwidth_eff["bf16"]
-        o = self.engine.overhead
-        per_kernel = o["graph_us_per_kernel"] if s.cuda_graphs else o["eager_us_per_kernel"]
-        fixed = draft_layers * o["kernels_per_layer"] * per_kernel * 1e-6
-        t = nbytes / s.tp / bw + fixed
-        return Derived(t, "s", "draft bytes / N / effective bandwidth + draft kernels x launch",
-                       {"draft_bytes": nbytes, "N": s.tp, "bandwidth_Bps": bw, "fixed_s": fixed}, src)
+        if m.draft == "draft_model":
+            if self.overrides.draft_bytes:
+                return self.overrides.draft_bytes, "--draft-bytes"
+            return DRAFT_SHARE * wm.resident_bytes(), speculative.DRAFT_MODEL_SHARE[1]
+        n = max(1, m.draft_layers)
+        one_layer = wm.params_of("dense") / max(self.checkpoint.arch.num_layers, 1) * 2.0
+        return n * one_layer, f"estimate: {n} 16-bit decoder layer(s) of the target's size (the draft shares the target's head)"
+
+    def draft_head_quant(self) -> bool:
+        """The engine quantizes the draft's output head (FastLLM FASTLLM_DRAFT_QUANT) and the plan assumes it."""
+        q = self.engine.draft_quant
+        m = self.spec_method
+        return bool(q) and m is not None and m.name in (q.get("methods") or ()) and m.draft != "none"
+
+    def draft_head_copy_bytes(self) -> float:
+        arch = self.checkpoint.arch
+        return arch.vocab_size * arch.hidden_size * float(self.engine.draft_quant.get("head_bits", 16)) / 8.0
+
+    def draft_pass(self, s: Settings, batch: int = 1, k: int | None = None, context: float = 0.0) -> Derived:
+        """Drafting ``k`` tokens (default: the setting's) for ``batch`` sequences (spec_concurrency.draft_pass)."""
+        return spec_concurrency.draft_pass(self, s, batch, max(1, s.draft_tokens) if k is None else k, context)
+
+    def memo(self, key: tuple, make):
+        """``make()`` once per context and key (the tuner and the plan ask for the same figures)."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
 
     def spec_points(self, s: Settings, batch: int, context: float) -> list[speculative.SpecPoint]:
-        m = self.spec_method
-        if m is None:
-            return []
-        base = self.decode(s, batch, context).seconds
-        t_draft = self.draft_pass(s).value
-        pts = []
-        for k in speculative.K_RANGE:
-            acc = speculative.curve(m, self.acceptance, k)
-            verify = self.decode(s, batch, context, verify_tokens=k + 1).seconds
-            pts.append(speculative.evaluate(m, k, acc, base, verify, t_draft))
-        return pts
+        """Per k: speedup at ``batch`` from the speculative step at that batch (spec_concurrency.spec_step)."""
+        return [speculative.SpecPoint(p.k, p.expected_tokens, p.seconds, p.speedup, p.derived)
+                for p in spec_concurrency.points(self, s, batch, context)]
 
 
 DRAFT_SHARE = speculative.DRAFT_MODEL_SHARE[0]
@@ -304,6 +328,20 @@ def _capped_lengths(checkpoint: CheckpointInfo, o: Overrides, warnings: list[str
     return replace(o, **changes) if changes else o
 
 
+def acceptance_kind(engine: EngineMemory, asked: str | None) -> tuple[str, str]:
+    """How to read --acceptance: as asked, else as the engine prints it (vLLM and FastLLM print the
+    unconditional share per position; SGLang prints only a mean length, read like vLLM's)."""
+    if asked:
+        if asked not in speculative.ACCEPTANCE_KINDS:
+            raise UsageError(f"--acceptance-kind must be one of {', '.join(speculative.ACCEPTANCE_KINDS)} (got {asked!r})")
+        return asked, "--acceptance-kind"
+    printed = str(engine.acceptance.get("printed", "unconditional"))
+    src = engine.acceptance.get("source", "")
+    if printed in speculative.ACCEPTANCE_KINDS:
+        return printed, f"{engine.engine} prints it so: {src}"
+    return "unconditional", f"{engine.engine} prints no per-position rate ({src}); read as vLLM prints it"
+
+
 def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *, gpus: int, engine: EngineMemory,
           overrides: Overrides, calibration=None, kv_decisions: dict[str, LayerDecision] | None = None
           ) -> PlanContext:
@@ -317,19 +355,22 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     bf16 = has_bf16(gpu)
     attn_mma = kv_d.mma if kv_d is not None and kv_d.mma in efficiency.MMA_PEAK else (
         "hmma_bf16" if bf16 else "hmma_f16")
-    mmas = tuple(p.mma for p in wm.parts) + (attn_mma, "hmma_bf16", "hmma_f16")
-    eff = efficiency.resolve(gpu, calibration, mmas, bound=_upper_bound_gpu(gpu))
+    mmas = tuple(m for p in wm.parts for m in p.mma_classes) + (attn_mma, "hmma_bf16", "hmma_f16")
+    families = tuple(efficiency.family(r.mma, r.dequant) for p in wm.parts for r in (p.ranges or (p.at_m(1),)))
+    eff = efficiency.resolve(gpu, calibration, mmas, bound=_upper_bound_gpu(gpu), families=families)
     assumptions.extend(eff.assumptions)
     if eff.upper_bound:
         warnings.append(eff.upper_bound + ": speeds are upper bounds")
     sixteen = eff.mma_tflops.get("hmma_bf16") or eff.mma_tflops.get("hmma_f16")
     for p in wm.parts:
-        if p.mma not in eff.mma_tflops and p.mma != "none":
+        for mma in p.mma_classes:
+            if mma in eff.mma_tflops or mma == "none":
+                continue
             if sixteen:
-                warnings.append(f"no tensor peak for {p.mma} on {gpu.id} in the GPU table: its compute time "
+                warnings.append(f"no tensor peak for {mma} on {gpu.id} in the GPU table: its compute time "
                                 "falls back to the BF16/FP16 rate")
             else:
-                warnings.append(f"no tensor peak for {p.mma} on {gpu.id} in the GPU table (nor a BF16/FP16 one): "
+                warnings.append(f"no tensor peak for {mma} on {gpu.id} in the GPU table (nor a BF16/FP16 one): "
                                 "speeds that depend on compute are N/A")
         if p.dequant == "cpu":
             warnings.append(f"{p.kind} weights ({p.scheme}) run on the CPU on this path: decode is bound by "
@@ -380,15 +421,24 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
         Assumption("graph_us_per_kernel", o["graph_us_per_kernel"], "us", o.get("launch_source", "")),
         Assumption("eager_us_per_kernel", o["eager_us_per_kernel"], "us", o.get("launch_source", "")),
         Assumption("host_us_per_step", o["host_us_per_step"], "us", o.get("host_source", "")),
-        Assumption("compute_efficiency", efficiency.COMPUTE_EFF[0], "fraction", efficiency.COMPUTE_EFF[1],
-                   calibrated=False),
+        Assumption("host_overlap", "yes" if o.get("host_overlap") else "no", "",
+                   o.get("host_overlap_source", "estimate: no overlap of host and GPU work known")),
+        Assumption("request_overhead_ms", o.get("request_overhead_ms", 0.0), "ms", o.get("request_source", "")),
+        Assumption("compute_efficiency", *efficiency.compute_eff("hmma_bf16", gpu.sm)[:1], "fraction",
+                   efficiency.compute_eff("hmma_bf16", gpu.sm)[1] + " (where no measured kernel applies)"),
     ])
+    ev = measured_ops.evidence_for(gpu, calibration)
+    ops = measured_ops.Ops(ev, engine.engine, link.kind if gpus > 1 else "", link.raw_gbs or None,
+                       (ev.bandwidth_gbs() or bw) / bw if ev.system is not None else 1.0)
+    assumptions.append(Assumption("measured_evidence", ev.system.system if ev.system else "none", "",
+                                  f"{ev.relation}: {ev.why}" + (f"; {ev.scaling()}" if ev.system else
+                                  "; every speed term is an estimate (labelled in its source)")))
     arch = checkpoint.arch
     swa = engine.swa_full_tokens_ratio if arch.sliding_window and arch.sliding_window_layers else None
     if swa is not None:
         assumptions.append(Assumption("swa_full_tokens_ratio", swa, "window/full tokens", engine.swa_source))
     model = CostModel(wm, checkpoint.arch, eff, attn_mma, clock, o, engine.allreduce_per_layer, link, bw,
-                      engine.recurrent, "bfloat16" if bf16 else "float16", swa)
+                      engine.recurrent, "bfloat16" if bf16 else "float16", swa, ops)
     if any(p.kind == "expert" for p in wm.parts):
         cal_moe = calibration is not None and calibration.gpu_id == gpu.id and \
             "moe_grouped" in calibration.kernel_bandwidth_eff
@@ -433,13 +483,23 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     if overrides.kv_cache_dtype and engine.kv_dtype(overrides.kv_cache_dtype) is None:
         raise UsageError(f"--kv-cache-dtype {overrides.kv_cache_dtype!r} is not a {engine.engine} KV dtype the "
                          f"advisor knows (known: {', '.join(dt.name for dt in engine.kv_dtypes)})")
-    acceptance = tuple(overrides.acceptance or ())
-    if any(not 0.0 <= a <= 1.0 for a in acceptance):
+    measured = tuple(overrides.acceptance or ())
+    if any(not 0.0 <= a <= 1.0 for a in measured):
         raise BadInput("--acceptance values must lie in [0, 1]")
+    kind, kind_src = acceptance_kind(engine, overrides.acceptance_kind)
+    acceptance = speculative.to_conditional(measured, kind)
     if method is not None:
         assumptions.append(Assumption(f"acceptance.{method.name}",
-                                      ",".join(f"{a:g}" for a in (acceptance or method.acceptance(4))) + ("" if acceptance else ",..."),
-                                      "per position", "--acceptance override" if acceptance else method.source))
+                                      ",".join(f"{a:.3g}" for a in (acceptance or method.acceptance(4))) + ("" if acceptance else ",..."),
+                                      "per position, given the earlier ones accepted",
+                                      (f"--acceptance {','.join(f'{a:g}' for a in measured)} read as {kind} "
+                                       f"({kind_src}), converted a_i = u_i / u_(i-1)" if kind == "unconditional"
+                                       else f"--acceptance, conditional ({kind_src})") if measured else method.source))
+    if method is not None and engine.draft_quant and method.name in (engine.draft_quant.get("methods") or ()):
+        q = engine.draft_quant
+        assumptions.append(Assumption("draft_head_quant", f"{q['env']}={q['value']}", "",
+                                      f"the draft reads a {q.get('head_bits', 16):g}-bit copy of the output head "
+                                      f"(set on the launch line): {q.get('source', '')}"))
     deq = dict(eff.dequant_overhead)
     auto = name is not None or method is None or method.name == "mtp"
     return PlanContext(checkpoint, explanation, gpu, gpus, engine, model, vram, allowed, rejected, default_kv,

@@ -1,17 +1,19 @@
-"""Engine memory defaults, reserves, KV dtypes and per-step overheads (profiles/engine_memory.yaml).
+"""Engine memory profiles (profiles/engine_memory/<engine>-<version>.yaml): memory share, the memory
+terms the engine holds besides the KV cache, KV dtypes, per-step overheads, speculative decoding.
 
+Versioned like the rule files: a version without its own profile uses the nearest older one.
 Loaded at the edge into frozen records; the cost functions receive them as arguments.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from advisor.cost.kv import KvDtype
-from advisor.errors import BadInput
+from advisor.errors import BadInput, UsageError
 from advisor.yamlio import load_yaml_file
 
 GIB = 1024 ** 3
@@ -50,6 +52,16 @@ class EngineMemory:
     swa_full_tokens_ratio: float | None = None   # split full/window pool (SGLang); None: window-capped
     swa_source: str = ""
     recurrent: dict[str, Any] = field(default_factory=dict)   # recurrent_state: GDN/Mamba state rules
+    memory: dict[str, Any] = field(default_factory=dict)      # budget + terms (advisor.cost.memory)
+    acceptance: dict[str, Any] = field(default_factory=dict)  # what its spec-decode log prints
+    draft_token_flag: dict[str, Any] = field(default_factory=dict)
+    draft_quant: dict[str, Any] = field(default_factory=dict)  # quantized draft head (FastLLM)
+    state_commit: dict[str, Any] = field(default_factory=dict)  # copy of the accepted GDN/Mamba state
+    spec_batching: dict[str, Any] = field(default_factory=dict)  # how speculative requests share a batch
+    prefix_cache: dict[str, Any] = field(default_factory=dict)
+    chat_template_flag: str = ""
+    profile_version: str = ""            # the profile file's version (nearest older than the engine's)
+    version_note: str = ""               # set when the profile is not the asked-for version's own
 
     def kv_dtype(self, name: str) -> KvDtype | None:
         """The engine's dtype by flag value, or by the label `explain` reports (bf16, fp8_e4m3, ...)."""
@@ -80,10 +92,43 @@ class EngineMemory:
         return {"max_batch": tier.get("graph_max_bs", 64), "chunked_prefill": tier.get("chunked_prefill", 4096)}
 
 
-def default_path() -> Path:
+def profiles_dir() -> Path:
     from profiles import PROFILES_DIR
 
-    return PROFILES_DIR / "engine_memory.yaml"
+    return PROFILES_DIR / "engine_memory"
+
+
+def _key(v: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in v.split("."))
+    except ValueError:
+        raise UsageError(f"engine version {v!r} is not dotted numbers (e.g. 0.33 or 0.33.1)") from None
+
+
+def available_versions(engine: str, folder: Path | None = None) -> list[str]:
+    folder = folder or profiles_dir()
+    out = [p.stem[len(engine) + 1:] for p in folder.glob(f"{engine}-*.yaml")]
+    return sorted((v for v in out if v and all(x.isdigit() for x in v.split("."))), key=_key)
+
+
+def resolve_version(engine: str, requested: str | None, folder: Path | None = None) -> tuple[str, str]:
+    """The profile version for ``requested`` (None: the newest) and a note when it is another's."""
+    folder = folder or profiles_dir()
+    versions = available_versions(engine, folder)
+    if not versions:
+        raise BadInput(f"no memory profile for engine '{engine}'", path=str(folder))
+    if not requested or requested in versions:
+        return requested or versions[-1], ""
+    want = _key(requested)
+    # 0.33.0 is served by 0.33: compare on the profile's own length
+    same = [v for v in versions if _key(v) == want[:len(_key(v))]]
+    if same:
+        return same[-1], ""
+    older = [v for v in versions if _key(v) <= want]
+    if not older:
+        raise UsageError(f"no memory profile for {engine} {requested}: the oldest is {versions[0]} "
+                         f"(available: {', '.join(versions)})")
+    return older[-1], f"no memory profile for {engine} {requested}; using {older[-1]} (nearest older)"
 
 
 def _need(d: dict, key: str, path: Path, where: str) -> Any:
@@ -93,6 +138,8 @@ def _need(d: dict, key: str, path: Path, where: str) -> Any:
 
 
 def _engine(name: str, e: dict, path: Path) -> EngineMemory:
+    if not isinstance(e, dict):
+        raise BadInput("an engine memory profile is a mapping (engine, version, memory_share, ...)", path=str(path))
     ms = _need(e, "memory_share", path, name)
     kvs = _need(e, "kv_cache_dtypes", path, name)
     dtypes = []
@@ -115,7 +162,7 @@ def _engine(name: str, e: dict, path: Path) -> EngineMemory:
         chunked_flag=str(e.get("chunked_prefill", {}).get("flag", "")),
         batch_defaults=tuple(e.get("batch_defaults", ())),
         memory_tiers=tuple(e.get("memory_tiers", ())),
-        reserve=dict(_need(e, "reserve", path, name)),
+        reserve=dict(e.get("reserve") or {}),
         cuda_graphs_default=bool(cg.get("default", True)),
         cuda_graphs_source=str(cg.get("source", "")),
         kv_flag=str(kvs.get("flag", "")), kv_source=str(kvs.get("source", "")),
@@ -130,7 +177,43 @@ def _engine(name: str, e: dict, path: Path) -> EngineMemory:
         swa_full_tokens_ratio=_swa_ratio(name, e.get("sliding_window_pool"), path),
         swa_source=str((e.get("sliding_window_pool") or {}).get("source", "")),
         recurrent=_recurrent(name, e.get("recurrent_state"), path),
+        memory=_memory(name, e.get("memory"), path),
+        acceptance=dict((e.get("speculative") or {}).get("acceptance") or {}),
+        draft_token_flag=dict((e.get("speculative") or {}).get("draft_token_flag") or {}),
+        draft_quant=dict((e.get("speculative") or {}).get("draft_quant") or {}),
+        state_commit=_state_commit(name, (e.get("speculative") or {}).get("state_commit"), path),
+        spec_batching=_positive_ints(name, "speculative.batching", (e.get("speculative") or {}).get("batching"),
+                                     ("positions_max", "single_gpu_batch_max"), path),
+        prefix_cache=dict(e.get("prefix_cache") or {}),
+        chat_template_flag=str((e.get("chat_template") or {}).get("flag", "")),
     )
+
+
+STATE_COMMIT_COPIES = ("none", "on_reject", "every_step")
+
+
+def _state_commit(name: str, c: Any, path: Path) -> dict[str, Any]:
+    """When the engine copies the accepted linear-attention state after verification (none: absent)."""
+    if c is None:
+        return {}
+    where = f"{name}.speculative.state_commit"
+    copy = _need(c, "copy", path, where)
+    if copy not in STATE_COMMIT_COPIES:
+        raise BadInput(f"{where}.copy must be one of {', '.join(STATE_COMMIT_COPIES)} (got {copy!r})", path=str(path))
+    return _positive_ints(name, "speculative.state_commit", c, ("replay_above",), path)
+
+
+def _positive_ints(name: str, what: str, d: Any, keys: tuple[str, ...], path: Path) -> dict[str, Any]:
+    """A rule mapping whose ``keys``, where present, are whole numbers of at least 1."""
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise BadInput(f"{name}.{what} must be a mapping", path=str(path))
+    for k in keys:
+        v = d.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise BadInput(f"{name}.{what}.{k} must be a whole number of at least 1 (got {v!r})", path=str(path))
+    return dict(d)
 
 
 def _swa_ratio(name: str, w: Any, path: Path) -> float | None:
@@ -161,17 +244,45 @@ def _recurrent(name: str, r: Any, path: Path) -> dict[str, Any]:
     return dict(r)
 
 
-@functools.lru_cache(maxsize=8)
-def _load(path_str: str) -> dict[str, EngineMemory]:
+def _memory(name: str, m: Any, path: Path) -> dict[str, Any]:
+    """The memory model: how the share becomes a budget, and the terms taken from it (validated here so
+    a profile typo is one line naming the file, not a KeyError mid-plan)."""
+    from advisor.cost.memory import BUDGET_OF, TERMS
+
+    where = f"{name}.memory"
+    if not isinstance(m, dict):
+        raise BadInput(f"{where} must be a mapping with 'budget' and 'terms'", path=str(path))
+    budget = _need(m, "budget", path, where)
+    if _need(budget, "of", path, f"{where}.budget") not in BUDGET_OF:
+        raise BadInput(f"{where}.budget.of must be one of {', '.join(BUDGET_OF)} (got {budget['of']!r})",
+                       path=str(path))
+    terms = _need(m, "terms", path, where)
+    if not isinstance(terms, dict):
+        raise BadInput(f"{where}.terms must be a mapping of term -> parameters", path=str(path))
+    for term, params in terms.items():
+        if term not in TERMS:
+            raise BadInput(f"{where}.terms: unknown term {term!r} (known: {', '.join(TERMS)})", path=str(path))
+        if not isinstance(params, dict) or not params.get("source"):
+            raise BadInput(f"{where}.terms.{term} needs a 'source' (engine path:line@version or 'estimate: ...')",
+                           path=str(path))
+    return {"budget": dict(budget), "terms": {k: dict(v) for k, v in terms.items()}}
+
+
+@functools.lru_cache(maxsize=16)
+def _load_file(path_str: str, name: str) -> EngineMemory:
     path = Path(path_str)
     data = load_yaml_file(path, "engine memory profile")
-    engines = _need(data, "engines", path, "top level")
-    return {name: _engine(name, e, path) for name, e in engines.items()}
+    if not isinstance(data, dict):
+        raise BadInput("an engine memory profile is a mapping (engine, version, memory_share, ...)", path=path_str)
+    if data.get("engine") != name:
+        raise BadInput(f"engine must be '{name}' (the file name says so), got {data.get('engine')!r}", path=path_str)
+    return _engine(name, data, path)
 
 
-def load_engine_memory(engine: str, path: str | Path | None = None) -> EngineMemory:
-    table = _load(str(path or default_path()))
-    if engine not in table:
-        raise BadInput(f"no memory profile for engine '{engine}' (have: {', '.join(sorted(table))})",
-                       path=str(path or default_path()))
-    return table[engine]
+def load_engine_memory(engine: str, version: str | None = None, *, folder: str | Path | None = None
+                       ) -> EngineMemory:
+    """The memory profile of ``engine`` at ``version`` (None: the newest; unknown: the nearest older)."""
+    folder = Path(folder) if folder else profiles_dir()
+    chosen, note = resolve_version(engine, version, folder)
+    eng = _load_file(str(folder / f"{engine}-{chosen}.yaml"), engine)
+    return replace(eng, profile_version=chosen, version_note=note)

@@ -1,4 +1,8 @@
-"""Tensor-parallel all-reduce time per layer from the link between the GPUs."""
+"""Tensor-parallel all-reduce time per layer from the link between the GPUs.
+
+The link estimate here is the fallback: where an all-reduce over the same link kind was measured
+(advisor.cost.measured.allreduce_time, the nearest system's curve scaled to this link) the cost model
+uses that; ``raw_gbs`` is what the measured curve is scaled by."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ class Link:
     latency_s: float
     description: str
     source: str
+    raw_gbs: float = 0.0   # theoretical per-direction bandwidth (what measured all-reduce curves scale by)
 
     def allreduce(self, nbytes: float, n: int) -> Derived:
         """Ring all-reduce of ``nbytes`` over ``n`` GPUs: latency + 2(N-1)/N x bytes / link bandwidth."""
@@ -59,16 +64,17 @@ def link_for(gpu: GpuSpec, pcie_gen: int | None = None, pcie_lanes: int | None =
         per_dir = gpu.nvlink_gbs / 2 * NVLINK_EFF[0]
         lat, lat_src = LATENCY_US["nvlink"]
         return Link("nvlink", per_dir, lat * 1e-6, f"NVLink {gpu.nvlink_gbs:g} GB/s bidirectional",
-                    f"{why}; nvlink_gbs/2 x {NVLINK_EFF[0]} ({NVLINK_EFF[1]}); {lat_src}")
+                    f"{why}; nvlink_gbs/2 x {NVLINK_EFF[0]} ({NVLINK_EFF[1]}); {lat_src}", gpu.nvlink_gbs / 2)
     gen = pcie_gen or gpu.pcie_gen
     lanes = pcie_lanes or gpu.pcie_lanes
     src = "GPU table / probe"
     if gen is None or lanes is None:
         gen, lanes = gen or DEFAULT_PCIE[0], lanes or DEFAULT_PCIE[1]
         src = DEFAULT_PCIE[2]
-    gbs = PCIE_LANE_GBS.get(gen, PCIE_LANE_GBS[4]) * lanes * PCIE_EFF[0]
+    raw = PCIE_LANE_GBS.get(gen, PCIE_LANE_GBS[4]) * lanes
+    gbs = raw * PCIE_EFF[0]
     lat, lat_src = LATENCY_US["pcie"]
     if guessed and pcie_card and pcie_gen is None:
         src = PCIE_FORM_NOTE.format(name=gpu.name) + "; " + src
     return Link("pcie", gbs, lat * 1e-6, f"PCIe gen{gen} x{lanes}",
-                f"{src}; per-lane rate (PCI-SIG) x {PCIE_EFF[0]} ({PCIE_EFF[1]}); {lat_src}")
+                f"{src}; per-lane rate (PCI-SIG) x {PCIE_EFF[0]} ({PCIE_EFF[1]}); {lat_src}", raw)

@@ -41,35 +41,50 @@ class KvLayout:
     # None: window layers hold at most the window per request (vLLM). A number: the pool is split into a
     # full-layer part and a window-layer part holding swa_ratio x as many tokens (SGLang)
     swa_ratio: float | None = None
+    # per-layer KV geometry (ArchInfo.kv_groups): window layers with their own heads x head size;
+    # None = the same values_per_layer_token / heads_per_gpu as the full layers
+    window_values_per_layer_token: float | None = None
+    window_heads_per_gpu: float | None = None
 
     def _split(self) -> bool:
         return self.swa_ratio is not None and bool(self.full_layers) and bool(self.window_layers) \
             and self.window is not None
 
-    def bytes_per_token_layer(self, dt: KvDtype) -> float:
-        scales = 0.0 if self.mla else 2.0 * self.heads_per_gpu * dt.scale_bytes_per_head
-        return self.values_per_layer_token * dt.bits / 8.0 + scales
+    def bytes_per_token_layer(self, dt: KvDtype, window: bool = False) -> float:
+        vals, heads = self.values_per_layer_token, self.heads_per_gpu
+        if window and self.window_values_per_layer_token is not None:
+            vals, heads = self.window_values_per_layer_token, self.window_heads_per_gpu or 0.0
+        scales = 0.0 if self.mla else 2.0 * heads * dt.scale_bytes_per_head
+        return vals * dt.bits / 8.0 + scales
+
+    def _window_factor(self, dt: KvDtype) -> float:
+        """Window-layer bytes per token relative to a full layer's (1 unless their geometry differs)."""
+        full = self.bytes_per_token_layer(dt)
+        return self.bytes_per_token_layer(dt, window=True) / full if full > 0 else 1.0
 
     def bytes_per_token(self, dt: KvDtype) -> float:
         """Per GPU, one more token of context in every KV layer (window layers while below the window)."""
-        layers = self.full_layers if self.full_layers else self.window_layers
+        if not self.full_layers:
+            return self.window_layers * self.bytes_per_token_layer(dt, window=True)
+        layers = self.full_layers
         if self._split():        # each full-layer token brings swa_ratio window-layer tokens
-            layers = self.full_layers + self.swa_ratio * self.window_layers
+            layers = self.full_layers + self.swa_ratio * self.window_layers * self._window_factor(dt)
         return layers * self.bytes_per_token_layer(dt)
 
     def request_bytes(self, dt: KvDtype, context: float) -> float:
         """KV bytes one request of ``context`` tokens holds (and a decode step reads), per GPU."""
         per = self.bytes_per_token_layer(dt)
         win = context if self.window is None else min(context, self.window)
-        return per * (self.full_layers * context + self.window_layers * win)
+        return per * self.full_layers * context + self.bytes_per_token_layer(dt, window=True) * self.window_layers * win
 
     def max_context(self, dt: KvDtype, pool_bytes: float, batch: int) -> float:
         """Longest context each of ``batch`` concurrent requests can hold in ``pool_bytes``."""
         if batch <= 0 or pool_bytes <= 0:
             return 0.0
         per = self.bytes_per_token_layer(dt)
+        per_w = self.bytes_per_token_layer(dt, window=True)
         share = pool_bytes / batch
-        layers = self.full_layers + self.window_layers
+        layers = self.full_layers + self.window_layers * (per_w / per if per > 0 else 1.0)
         if self._split() and per > 0:
             full, swa = self._split_tokens(dt, pool_bytes)
             # past the window each request keeps only the window in the SWA part
@@ -82,7 +97,7 @@ class KvLayout:
         else:
             c = share / (per * layers)
             if self.window is not None and self.window_layers and c > self.window:
-                rest = share - per * self.window_layers * self.window
+                rest = share - per_w * self.window_layers * self.window
                 c = rest / (per * self.full_layers) if self.full_layers else math.inf
         if self.context_limit is not None:
             c = min(c, float(self.context_limit))
@@ -115,6 +130,28 @@ def layout(arch: ArchInfo, tp: int = 1, draft_layers: int = 0, swa_ratio: float 
     if linear:
         notes.append(f"{linear} linear-attention layers keep a fixed per-request state, not KV "
                      "(counted as recurrent state)")
+    window_vals = window_heads = None
+    if arch.mla is None and arch.kv_groups:
+        # layers differ in KV heads / head size (Gemma 4 global vs sliding, Nemotron-NAS blocks): the full
+        # layers' values are their average, the window layers keep their own
+        def per_gpu(g):
+            return g.kv_heads / tp if g.kv_heads >= tp else 1.0
+
+        fulls = [g for g in arch.kv_groups if not g.sliding]
+        wins = [g for g in arch.kv_groups if g.sliding]
+        nf, nw = sum(g.layers for g in fulls), sum(g.layers for g in wins)
+        notes.append("per-layer KV: " + ", ".join(
+            f"{g.layers} {'sliding' if g.sliding else 'full'} x {g.kv_heads} KV heads x {g.head_dim}"
+            for g in arch.kv_groups))
+        if nw and window_layers:
+            window_heads = sum(per_gpu(g) * g.layers for g in wins) / nw
+            window_vals = sum(2.0 * per_gpu(g) * g.head_dim * g.layers for g in wins) / nw
+        if nf:
+            heads = sum(per_gpu(g) * g.layers for g in fulls) / nf
+            vals = sum(2.0 * per_gpu(g) * g.head_dim * g.layers for g in fulls) / nf
+            return KvLayout(full, window_layers, arch.sliding_window, linear, vals, heads, False,
+                            arch.max_position_embeddings, "; ".join(notes), draft_layers,
+                            swa_ratio if window_layers and full else None, window_vals, window_heads)
     if arch.mla is not None:
         # MLA's latent is shared by all heads and replicated on every TP rank.
         vals = float(arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
@@ -132,4 +169,4 @@ def layout(arch: ArchInfo, tp: int = 1, draft_layers: int = 0, swa_ratio: float 
             vals = 2.0 * heads * head_dim
     return KvLayout(full, window_layers, arch.sliding_window, linear, vals, heads,
                     arch.mla is not None, arch.max_position_embeddings, "; ".join(notes), draft_layers,
-                    swa_ratio if window_layers and full else None)
+                    swa_ratio if window_layers and full else None, window_vals, window_heads)

@@ -18,6 +18,8 @@ class Overrides:
     draft_tokens: int | None = None       # fixed k (0 disables speculation)
     spec_method: str | None = None        # mtp | eagle | eagle3 | dflash | ngram | draft_model
     acceptance: tuple[float, ...] | None = None   # per-position acceptance, overrides the method default
+    acceptance_kind: str | None = None    # unconditional | conditional (None: what the engine prints)
+    chat_template: str | None = None      # the template --acceptance was measured with (launch passes it on)
     draft_bytes: float | None = None      # bytes a draft pass reads (draft_model / eagle)
     cuda_graphs: bool | None = None
     context_tokens: int | None = None     # the context C to cost decode at

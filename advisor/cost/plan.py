@@ -16,6 +16,10 @@ from advisor.cost import feasibility
 from advisor.cost.derived import Assumption, Derived
 from advisor.cost.engine_profile import EngineMemory, load_engine_memory
 from advisor.cost.overrides import Overrides
+from advisor.cost import spec_concurrency, speculative
+from advisor.cost.roofline import module_groups_derived
+from advisor.cost.serving import Serving, serve
+from advisor.cost.spec_concurrency import SpecCurve
 from advisor.cost.workload import Workload
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
@@ -32,6 +36,7 @@ class SpecPrediction:
     per_k: tuple[dict[str, float], ...]     # k, expected_tokens_per_step, speedup, step_seconds
     chosen_k: int
     batch: int
+    curve: SpecCurve | None = None           # per batch: plain against speculative decoding
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class Predictions:
     na: dict[str, str] = field(default_factory=dict)   # figure -> why it is N/A (its value is None/empty)
     upper_bound: str = ""          # non-empty: the speeds are upper bounds, and why
     crossover_limit: int | None = None   # the crossover search stopped at the batch the pool holds
+    serving: Serving | None = None       # TTFT alone and under the workload's load, served output rate
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,10 @@ class Recommendation:
     flags: dict[str, str]                    # engine flag -> value ({} when ``blocked``)
     blocked: str = ""                        # non-empty: why no launch line is recommended
     max_model_len: int | None = None         # context cap to pass (None: the model's maximum fits)
+    # what the figures assumed beyond the flags above, so `launch --plan` sets it too
+    env: dict[str, str] = field(default_factory=dict)   # e.g. FASTLLM_DRAFT_QUANT=nvfp4_head
+    prefix_caching: bool | None = None       # the memory model assumed it on (engine default made explicit)
+    chat_template: str | None = None         # the template --acceptance was measured with
 
 
 @dataclass(frozen=True)
@@ -132,11 +142,13 @@ class Plan:
                 "weights_gib_per_gpu": _r(p.weights_gib_per_gpu),
                 "recurrent_state": p.recurrent_state.to_json() if p.recurrent_state else None,
                 "na": dict(p.na), "upper_bound": p.upper_bound or None, "crossover_limit": p.crossover_limit,
+                "serving": p.serving.to_json() if p.serving is not None else None,
                 "speculative": {
                     "method": p.speculative.method, "note": p.speculative.note, "batch": p.speculative.batch,
                     "chosen_k": p.speculative.chosen_k,
                     "per_k": {str(int(d["k"])): {kk: _r(vv) for kk, vv in d.items() if kk != "k"}
                               for d in p.speculative.per_k},
+                    "curve": p.speculative.curve.to_json() if p.speculative.curve is not None else None,
                 },
             },
             "recommendation": self.recommendation,
@@ -153,9 +165,10 @@ def _r(v: float | None) -> float | None:
 
 def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: int, tp: int,
            spec_method: str | None = None, draft_tokens: int = 0, graphs: bool = True,
-           version: str | None = None, context: int | None = None) -> dict[str, str]:
+           version: str | None = None, context: int | None = None, env: dict[str, str] | None = None,
+           prefix_caching: bool | None = None, chat_template: str | None = None) -> dict[str, str]:
     """Every setting the plan recommends, in the engine's spelling (speculative and eager flags from
-    advisor.engine_flags, the same builder `launch --plan` uses)."""
+    advisor.engine_flags, the same builder `launch --plan` uses); environment settings first."""
     tp_flag = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size", "fastllm": "--tp"}.get(eng.engine, "--tp")
     flags = {eng.kv_flag: rec_kv, eng.share_flag: f"{share:g}", eng.max_batch_flag: str(batch),
              eng.chunked_flag: str(chunked), tp_flag: str(tp)}
@@ -164,11 +177,14 @@ def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: in
     if spec_method and draft_tokens:
         flags.update(engine_flags.as_flag_dict(engine_flags.speculative_args(eng.engine, spec_method, draft_tokens)))
     flags.update(engine_flags.as_flag_dict(engine_flags.context_args(eng.engine, context)))
+    if eng.engine == "fastllm":     # its default depends on the model: say what the plan assumed
+        flags.update(engine_flags.as_flag_dict(engine_flags.prefix_cache_args(eng.engine, prefix_caching)))
+    flags.update(engine_flags.as_flag_dict(engine_flags.chat_template_args(eng.engine, chat_template)))
     if not graphs:
         flags.update(engine_flags.as_flag_dict(engine_flags.eager_args(eng.engine, version)))
-        # environment variables first: the flag line can then be pasted in front of the engine command
-        flags = {**dict(engine_flags.eager_env(eng.engine)), **flags}
-    return flags
+    # environment variables first: the flag line can then be pasted in front of the engine command
+    front = dict(engine_flags.eager_env(eng.engine)) if not graphs else {}
+    return {**front, **(env or {}), **flags}
 
 
 def _default_explainer(checkpoint: CheckpointInfo, gpu: GpuSpec, gpus: int, explanation: Explanation,
@@ -218,7 +234,7 @@ def _tune_on_gpu_path(checkpoint, explanation, gpu, gpus, eng, overrides, calibr
             t = replace(t, notes=t.notes + (f"--tp {exp_tp} runs {', '.join(cpu[exp_tp])} on the CPU; "
                                             f"--tp {on_gpu[0]} keeps every layer on the GPU",))
     tp = t.settings.tp
-    if tp != exp_tp and tp in paths and paths[tp].decisions != explanation.decisions:
+    if tp != exp_tp and tp in paths and paths[tp].kernel_signature() != explanation.kernel_signature():
         ctx2 = ctxmod.build(checkpoint, paths[tp], gpu, gpus=gpus, engine=eng, overrides=replace(overrides, tp=tp),
                             calibration=calibration, kv_decisions=kv_decisions)
         ctx2 = replace(ctx2, cpu_layers_at_tp=cpu)
@@ -233,7 +249,7 @@ def _tune_on_gpu_path(checkpoint, explanation, gpu, gpus, eng, overrides, calibr
 
 
 _SPEED = ("decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "prefill_seconds", "bound", "crossover_batch",
-          "speculative")
+          "speculative", "serving")
 
 
 def _availability(ctx, s, preds: Predictions, single, pf, derivations: dict) -> tuple[Predictions, str]:
@@ -265,6 +281,8 @@ def _availability(ctx, s, preds: Predictions, single, pf, derivations: dict) -> 
         if pf.unknown:
             why = f"{', '.join(pf.unknown)} unknown on {ctx.gpu.id} (GPU table null)"
             na["prefill_tok_s"] = na["prefill_seconds"] = why
+        if single.unknown or pf.unknown:
+            na["serving"] = na.get("decode_tok_s") or na["prefill_tok_s"]
     lay = ctx.kv_layout(s)
     if not lay.mla and lay.values_per_layer_token <= 0 and (lay.full_layers or lay.window_layers):
         why = "KV heads or head size unknown in the config (see inspect's findings): no KV figure can be sized"
@@ -279,7 +297,13 @@ def _availability(ctx, s, preds: Predictions, single, pf, derivations: dict) -> 
         if "decode_aggregate_tok_s" in na:
             changes["decode_aggregate_tok_s"] = {}
         if "speculative" in na:
-            changes["speculative"] = replace(preds.speculative, per_k=())
+            changes["speculative"] = replace(preds.speculative, per_k=(), curve=None)
+            for name in [n for n in derivations if n.startswith("speculative_")]:
+                derivations.pop(name)
+        if "serving" in na:
+            changes["serving"] = None
+            for k in ("ttft_isolated", "ttft_loaded", "served_output_tok_s"):
+                derivations.pop(k, None)
         if "max_context_per_request" in na:
             changes["max_context_per_request"] = 0
             changes["max_concurrency_at_context"] = 0
@@ -299,11 +323,18 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
 
     ``kv_decisions``: explain's attention decision per KV dtype the engine offers (the tuner picks
     only dtypes whose decision runs); without it only the explanation's own KV dtype is eligible.
-    ``engine_memory``: defaults to profiles/engine_memory.yaml for ``explanation.engine``.
+    ``engine_memory``: defaults to the memory profile of ``explanation.engine`` at its version
+    (profiles/engine_memory/, nearest older).
     ``explain_at_tp``: explain() at another TP size (the tuner never picks a TP whose path runs layers
     on the CPU); defaults to explain() with the plan's KV dtype.
     """
-    eng = engine_memory or load_engine_memory(explanation.engine)
+    if checkpoint.totals.sizes_from == "unknown" or not checkpoint.modules:
+        # inspect answered the scheme but could not size the model: every figure would be made up
+        from advisor.errors import Unsupported
+
+        raise Unsupported("the checkpoint's sizes are unknown (see `inspect`'s warnings), so there is nothing to "
+                          "plan: speeds, memory and KV figures need the model's sizes")
+    eng = engine_memory or load_engine_memory(explanation.engine, explanation.engine_version)
     ctx, workload, capped, t = _tune_on_gpu_path(checkpoint, explanation, gpu, gpus, eng, overrides, calibration,
                                                  kv_decisions, workload, explain_at_tp)
     explanation = ctx.explanation          # the path of the chosen TP size
@@ -321,6 +352,8 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     if limit not in agg:
         agg[limit] = limit / ctx.decode(s, limit, c).seconds
     pf = ctx.prefill(s, ctx.overrides.prompt_tokens or workload.prompt_tokens)
+    serving = serve(ctx, s, ctx.overrides.prompt_tokens or workload.prompt_tokens, workload.output_tokens,
+                    max(1, min(workload.concurrency, limit)), c)
     pools = {}
     for kv in ctx.allowed_kv:
         pools[kv.name] = ctx.pool_tokens(s, kv)
@@ -330,9 +363,15 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     crossover = ctx.model.crossover_batch(c, s.kv, tp=s.tp, limit=cross_limit)
     spec_b = max(1, min(workload.concurrency, s.max_batch))
     pts = ctx.spec_points(s, spec_b, c) if ctx.spec_method is not None else []
+    # speculation under concurrency: each batch the pool holds, plainly and at the k that pays there
+    # (for workloads that weigh drafts, or a method or draft count the user asked for)
+    fixed_k = ctx.overrides.draft_tokens
+    spec_curve = spec_concurrency.curve(ctx, s, min(max(limit, max_conc), 1024), c,
+                                        range(fixed_k, fixed_k + 1) if fixed_k else speculative.K_RANGE) \
+        if workload.speculative or ctx.overrides.spec_method or fixed_k else None
     spec = SpecPrediction(ctx.spec_method.name if ctx.spec_method else None, ctx.spec_note,
                           tuple({"k": p.k, "expected_tokens_per_step": p.expected_tokens, "speedup": p.speedup,
-                                 "step_seconds": p.step_seconds} for p in pts), s.draft_tokens, spec_b)
+                                 "step_seconds": p.step_seconds} for p in pts), s.draft_tokens, spec_b, spec_curve)
     st = ctx.recurrent(s)
     state_pred = None
     if st is not None:
@@ -350,12 +389,16 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
         max_concurrency_at_context=max_conc, bound=single.bound if single.bound != "overhead" else (
             "bandwidth" if single.t_bytes >= single.t_compute else "compute"),
         crossover_batch=crossover, speculative=spec, decode_context_tokens=int(c),
-        weights_gib_per_gpu=ctx.weight_bytes(s.tp) / 2**30, recurrent_state=state_pred)
+        weights_gib_per_gpu=next((d.value for n, d in budget.terms if n == "weights"), ctx.weight_bytes(s.tp)) / 2**30,
+        recurrent_state=state_pred, serving=serving)
     kvl = ctx.kv_layout(s)
     derivations = {
         "decode_tok_s": Derived(1.0 / single.seconds, "tok/s", "1 / t_step(B=1, C)",
                                 {"t_step": single.seconds, **single.derived.inputs}, single.derived.source),
         "prefill_seconds": pf.derived,
+        **serving.derivations,
+        "decode_linear_layers": module_groups_derived(single, "decode, batch 1"),
+        "prefill_linear_layers": module_groups_derived(pf, "prefill, one full chunk"),
         "kv_pool_bytes": budget.pool_bytes,
         "kv_reserve_bytes": budget.reserve_bytes,
         "kv_bytes_per_token": Derived(kvl.bytes_per_token(s.kv), "B/token/GPU",
@@ -371,6 +414,9 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
                                                             eng.swa_source if kvl.swa_ratio is not None else "")
                                                 if x)),
         "memory_share": budget.share,
+        # every term the engine holds besides the KV cache, as its memory profile sizes it
+        **({"memory.budget": budget.budget_bytes} if budget.budget_bytes is not None else {}),
+        **{f"memory.{name}": d for name, d in budget.terms},
     }
     if st is not None:
         derivations["recurrent_state_bytes_per_request"] = st.derived
@@ -395,7 +441,13 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     if pts:
         best = max(pts, key=lambda p: p.speedup)
         derivations["speculative_best"] = best.derived
-    warnings = list(ctx.warnings) + ([capped] if capped else []) + list(t.notes)
+    if spec_curve is not None:
+        derivations["speculative_concurrency"] = spec_concurrency.derivation(spec_curve)
+        k_shown = s.draft_tokens or (max(pts, key=lambda p: p.speedup).k if pts else 0)
+        if k_shown:        # the recommended (else the best) draft count at the batch above, term by term
+            derivations.update(spec_concurrency.step_derivations(ctx, s, spec_b, k_shown, c))
+    warnings = list(ctx.warnings) + ([capped] if capped else []) + list(t.notes) \
+        + ([eng.version_note] if eng.version_note else [])
     if ctx.overrides.context_tokens and budget.pool_bytes.value > 0 and c > ctx.max_context(s, 1):
         warnings.append(f"--context {c:,} exceeds the {ctx.max_context(s, 1):,} tokens the KV pool holds for one "
                         "request: a request that long cannot run with these settings (decode is costed anyway)")
@@ -424,11 +476,15 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     preds, blocked = _availability(ctx, s, replace(preds, crossover_limit=cross_limit), single, pf, derivations)
     spec_name = ctx.spec_method.name if ctx.spec_method and s.draft_tokens else None
     mml = None if blocked else max_model_len(ctx, s, workload)[0]
+    env = dict(engine_flags.draft_quant_env(eng.engine, spec_name, s.draft_tokens, eng.draft_quant)) \
+        if ctx.draft_head_quant() else {}
+    prefix = bool(eng.prefix_cache.get("default")) if eng.prefix_cache else None
+    template = ctx.overrides.chat_template
     flags = {} if blocked else _flags(eng, s.kv.name, s.memory_share, s.max_batch, s.chunked_prefill, s.tp,
                                       spec_name, s.draft_tokens, s.cuda_graphs,
-                                      explanation.engine_version or eng.version, mml)
+                                      explanation.engine_version or eng.version, mml, env, prefix, template)
     rec = Recommendation(s.kv.name, s.max_batch, s.draft_tokens, s.memory_share, s.chunked_prefill, s.tp,
-                         s.cuda_graphs, spec_name, flags, blocked, mml)
+                         s.cuda_graphs, spec_name, flags, blocked, mml, env, prefix, template)
     return Plan(checkpoint.source, checkpoint.label, gpu.id, gpu.name, gpus, explanation.engine,
                 explanation.engine_version or eng.version, workload, preds, rec, t.options,
                 ctx.assumptions, tuple(dict.fromkeys(warnings)), derivations)

@@ -16,6 +16,57 @@ def _val(v) -> str:
     return str(v)
 
 
+def size_text(nbytes: float) -> str:
+    """Bytes in the largest binary unit that keeps the figure >= 1: '9.57 GiB', '73.4 MiB', '512 B'."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(nbytes) >= scale:
+            v = nbytes / scale
+            return f"{v:,.2f} {unit}" if v < 100 else f"{v:,.1f} {unit}" if v < 1000 else f"{v:,.0f} {unit}"
+    return f"{nbytes:,.0f} B"
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds in s / ms / µs so a short time never prints as 0.00 s."""
+    if seconds >= 1:
+        return f"{seconds:,.2f} s"
+    for unit, scale in (("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            v = seconds / scale
+            return f"{v:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns" if seconds > 0 else "0 s"
+
+
+def _prefill_tokens(plan: Plan) -> int:
+    """The prompt length the prefill figure was computed for (--prompt, capped to the model's maximum,
+    or the workload's)."""
+    d = plan.derivations.get("prefill_seconds")
+    p = d.inputs.get("P") if d is not None else None
+    return int(p) if isinstance(p, (int, float)) and p > 0 else plan.workload.prompt_tokens
+
+
+def _kernel_rows(plan: Plan) -> tuple:
+    """Per module group: the kernel charged at decode (batch 1) and at prefill (one chunk)."""
+    dec = plan.derivations.get("decode_linear_layers")
+    pre = plan.derivations.get("prefill_linear_layers")
+    if dec is None:
+        return ()
+    at_prefill = {g["module"]: g for g in (pre.inputs.get("module_groups", ()) if pre is not None else ())}
+    rows = []
+    for g in dec.inputs.get("module_groups", ()):
+        if not g.get("gemm", True):
+            continue                  # norms, conv weights, the embedding gather: no kernel choice
+        p = at_prefill.get(g["module"])
+        read = g["weight_bytes"] + g["copy_bytes"]
+        rows.append((g["module"].replace("model.language_model.", "").replace("model.", ""),
+                     _kernel_cell(g), _kernel_cell(p) if p else "-", size_text(read)))
+    return tuple(rows)
+
+
+def _kernel_cell(g: dict) -> str:
+    extra = f", {g['launches']} launches" if g.get("launches", 1) > 1 else ""
+    return f"{g['kernel']} (M={g['rows_M']:g}{extra})"
+
+
 # Short labels for the trade-off metrics, so the table stays readable in an 80-column terminal.
 _METRIC_LABELS = {
     "objective_tok_s": "objective tok/s", "max_context": "max ctx", "max_context_per_request": "ctx/request",
@@ -80,7 +131,7 @@ def _after_state(st, batch: int) -> str:
     if st is None:
         return ""
     if st.pool == "split":
-        return f", after the {st.state_pool_bytes / 2**30:,.1f} GiB state pool"
+        return f", after the {size_text(st.state_pool_bytes)} state pool"
     return f", after the recurrent state of {batch:,} request(s)"
 
 
@@ -88,15 +139,58 @@ def _state_rows(st) -> tuple[tuple[str, str], ...]:
     """The GDN/Mamba per-request state: what it costs in memory and in decode traffic."""
     if st is None:
         return ()
-    mib = st.bytes_per_request / 2**20
     where = ("its own pool" + (f", at most {st.max_requests:,} running requests" if st.max_requests is not None
                                else "") if st.pool == "split" else "taken from the KV pool")
-    rows = [("recurrent state", f"{mib:,.1f} MiB / request ({st.layers} {_KIND.get(st.kind, st.kind)} layers, conv "
-                                f"{st.conv_dtype} + state {st.ssm_dtype}, {st.slots} slot(s); {where})"),
-            ("state traffic", f"{st.step_bytes_per_request / 2**20:,.1f} MiB / request / decode step (load + store)")]
+    rows = [("recurrent state", f"{size_text(st.bytes_per_request)} / request ({st.layers} "
+                                f"{_KIND.get(st.kind, st.kind)} layers, conv {st.conv_dtype} + state {st.ssm_dtype}, "
+                                f"{st.slots} slot(s); {where})"),
+            ("state traffic", f"{size_text(st.step_bytes_per_request)} / request / decode step (load + store)")]
     if st.kv_block_tokens > 1:
         rows.append(("attention block", f"{st.kv_block_tokens:,} tokens (raised so one page holds a state)"))
     return tuple(rows)
+
+
+def _spec_curve_table(curve, max_batch: int) -> Table:
+    """Speculation under concurrency: per batch, plain decoding against the draft count that pays there
+    (advisor.cost.spec_concurrency); the recommended max batch highlighted."""
+    rows, styles = [], []
+    for r in curve.rows:
+        c = r.chosen or r.best          # no k pays: the best one, marked, so the loss is visible
+        rows.append((str(r.batch), _n(r.plain_aggregate), _n(r.plain_aggregate / r.batch),
+                     f"{c.k}" if r.chosen_k else f"{c.k} (loses)", _n(c.aggregate), _n(c.per_stream),
+                     f"{c.speedup:.2f}x"))
+        styles.append("good" if r.batch == max_batch else "dim" if not r.chosen_k else "normal")
+    stop = (f"stops paying at batch {curve.stops_paying_at}" if curve.stops_paying_at
+            else "pays at every batch shown")
+    return Table(("batch", "plain tok/s", "plain / stream", "draft k", "spec tok/s", "spec / stream", "gain"),
+                 tuple(rows), title=f"Speculation under concurrency: {curve.method} ({stop})", row_styles=tuple(styles))
+
+
+def _ttft_rows(p) -> tuple[tuple[str, str], ...]:
+    """Time to first token alone and under the workload's load, and what the server then delivers."""
+    sv = getattr(p, "serving", None)
+    if sv is None:
+        return (("time to first token", _na(p, "serving")),) if "serving" in (getattr(p, "na", None) or {}) else ()
+    rows = [("TTFT, alone", _speed(p, "serving", f"{duration_text(sv.ttft_isolated_s)} (request overhead + prefill)"))]
+    if sv.concurrency > 1:
+        rows.append((f"TTFT, {sv.concurrency} streams", _speed(
+            p, "serving", f"{duration_text(sv.ttft_loaded_s)} (queued behind other prompts, prefilled in steps "
+                          f"shared with {sv.concurrency - 1} running decodes); {_n(sv.output_tok_s)} tok/s output "
+                          f"in all, {_n(sv.output_tok_s / sv.concurrency)} per stream")))
+    return tuple(rows)
+
+
+def _evidence(plan: Plan) -> str:
+    """Which measured system the speed figures stand on (or that they are estimates), from the assumptions."""
+    a = next((a for a in plan.assumptions if a.key == "measured_evidence"), None)
+    if a is None:
+        return "estimates (see the assumptions)"
+    if a.value == "none":
+        return f"estimates — {a.source.split(';')[0].split(': ', 1)[-1]} (each term labelled below)"
+    relation = a.source.split(":")[0]
+    how = "measured on this card" if relation == "same card" else f"{relation}, scaled to this card"
+    return (f"measured operators of {a.value} ({how}; NVIDIA AIConfigurator operator tables): GEMMs, MoE "
+            "layers, attention, all-reduce — each term's table is named below")
 
 
 def to_doc(plan: Plan) -> Doc:
@@ -112,7 +206,10 @@ def to_doc(plan: Plan) -> Doc:
                                                             f"{p.decode_context_tokens:,} tokens of context")),
             ("bound", _bound(p)),
             ("prefill", _speed(p, "prefill_tok_s", f"{_n(p.prefill_tok_s, '{:,.0f}')} tok/s — "
-                                                   f"{_n(p.prefill_seconds, '{:.2f}')} s for {w.prompt_tokens:,} tokens")),
+                                                   f"{duration_text(p.prefill_seconds or 0.0)} for "
+                                                   f"{_prefill_tokens(plan):,} tokens")),
+            *_ttft_rows(p),
+            ("speeds from", _evidence(plan)),
             ("KV pool", _na(p, "kv_pool_tokens") if "kv_pool_tokens" in (getattr(p, "na", None) or {}) else
              f"{p.kv_pool_tokens.get(r.kv_cache_dtype, 0):,} tokens ({r.kv_cache_dtype})"
              + _after_state(p.recurrent_state, r.max_batch)),
@@ -123,7 +220,7 @@ def to_doc(plan: Plan) -> Doc:
              (getattr(p, "na", None) or {}) else f"{p.max_concurrency_at_context:,} requests of "
                                                  f"{w.context_tokens:,} tokens"),
             *_state_rows(p.recurrent_state),
-            ("weights per GPU", f"{p.weights_gib_per_gpu:.2f} GiB"),
+            ("weights per GPU", size_text(p.weights_gib_per_gpu * 2**30)),
         ), title="Predictions"),
         *((Bullets(plan.warnings, title="Warnings", style="warn"),) if plan.warnings else ()),
         Table(("batch", "aggregate tok/s", "per stream tok/s"),
@@ -142,6 +239,8 @@ def to_doc(plan: Plan) -> Doc:
                                   for d in sp.per_k),
                             title=f"Speculative decoding: {sp.method} at batch {sp.batch}",
                             row_styles=tuple("good" if int(d["k"]) == sp.chosen_k else "normal" for d in sp.per_k)))
+    if getattr(sp, "curve", None) is not None:
+        blocks.append(_spec_curve_table(sp.curve, r.max_batch))
     blocks.append(KeyValues((
         ("kv cache dtype", r.kv_cache_dtype), ("max batch", str(r.max_batch)),
         ("draft tokens", f"{r.draft_tokens}" + (f" ({r.speculative_method})" if r.speculative_method else "")),
@@ -158,6 +257,11 @@ def to_doc(plan: Plan) -> Doc:
                                ("chosen. " if o.chosen else "") + o.note) for o in plan.tradeoffs),
                         title="Trade-offs considered",
                         row_styles=tuple("good" if o.chosen else "dim" for o in plan.tradeoffs)))
+    kernels = _kernel_rows(plan)
+    if kernels:
+        blocks.append(Table(("module group", "kernel at decode (batch 1)", "kernel at prefill (one chunk)",
+                             "read / GPU / step"), kernels,
+                            title="Kernels charged per module group (M = rows per call)"))
     blocks.append(Table(("quantity", "value", "formula", "source"),
                         tuple((k, f"{d.value:.4g} {d.unit}", d.formula, d.source) for k, d in plan.derivations.items()),
                         title="How the numbers were derived"))

@@ -7,7 +7,7 @@ per layer, per GPU under TP N (vLLM MambaStateShapeCalculator; SGLang Mamba2Stat
           (mamba1: intermediate / N x state_size; n_groups' = n_groups padded so every rank holds its groups)
 one request holds ``slots`` such states per layer (prefix-cache checkpoints, draft positions).
 
-Engines (profiles/engine_memory.yaml ``recurrent_state``):
+Engines (profiles/engine_memory/<engine>-<version>.yaml ``recurrent_state``):
   shared (vLLM, FastLLM): states take pages of the KV pool; vLLM pads each to the attention page and
                           raises the attention block so one page holds a state
   split  (SGLang):        r / (1 + r) of the pool becomes state slots up front; KV gets the rest and
@@ -157,6 +157,7 @@ def build(rules: dict[str, Any], arch: ArchInfo, *, tp: int, attn_token_bytes: f
         return None
     dts = resolve_dtypes(rules, arch, model_dtype)
     rows_extra = int(rules.get("conv_rows_per_draft_token", 0)) * draft_tokens if info.kind != "mamba1" else 0
+    rows_extra += int(rules.get("conv_window_rows_extra", 0))   # FastLLM keeps the full conv_kernel window
     conv_e, ssm_e, shape_in = layer_elements(info, tp, rows_extra)
     conv_b = conv_e * DTYPE_BYTES[dts.conv]
     ssm_b = ssm_e * DTYPE_BYTES[dts.ssm]

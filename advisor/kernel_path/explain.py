@@ -14,7 +14,10 @@ from typing import Iterable
 from advisor.checkpoint.model import ActQuant, CheckpointInfo, ModuleGroup, WeightQuant
 from advisor.errors import UsageError
 from advisor.gpu_spec import GpuSpec
-from advisor.kernel_path.model import EngineWarning, Explanation, LayerDecision
+from advisor.kernel_path.default_install import resolve_install
+from advisor.kernel_path.config_load import (engine_kv_cache, engine_view, layer_load_facts, load_summary,
+                                             model_level, overrides_layers, resolve_load)
+from advisor.kernel_path.model import CoveredModule, EngineWarning, Explanation, LayerDecision
 from advisor.kernel_path.options import InstallOptions
 from advisor.kernel_path.rules import RuleFile, load_rules
 from advisor.kernel_path.select import Context, LayerFacts, dependency_state, gates_pass, select
@@ -38,6 +41,7 @@ def explain(checkpoint: CheckpointInfo, gpu: GpuSpec, *, gpus: int = 1, engine: 
     """The kernel path ENGINE takes for CHECKPOINT on GPU, per layer class, with reasons."""
     rules, note = load_rules(engine, version, rules_dir)
     _validate_options(rules, options)
+    options = resolve_install(rules, options)
     return _explain(checkpoint, gpu, gpus, rules, version, note, options)
 
 
@@ -53,6 +57,7 @@ def explain_all_gpus(checkpoint: CheckpointInfo, engine: str = "vllm", *, versio
         table = loaded.values() if isinstance(loaded, dict) else loaded
     rules, note = load_rules(engine, version, rules_dir)
     _validate_options(rules, options)
+    options = resolve_install(rules, options)
     return tuple(_explain(checkpoint, g, gpus, rules, version, note, options) for g in table)
 
 
@@ -74,19 +79,31 @@ def _validate_options(rules: RuleFile, options: InstallOptions) -> None:
 def _explain(ck: CheckpointInfo, gpu: GpuSpec, gpus: int, rules: RuleFile, requested: str | None,
              note: str | None, options: InstallOptions) -> Explanation:
     tp = options.tp if options.tp is not None else max(1, gpus)
+    # the engine's config-loading stage first: its method (and per-model rewrites) is what layers are built for
+    load = resolve_load(ck, gpu, rules, options)
+    seen = layer_load_facts(load, ck, rules)
+    decides = overrides_layers(load, ck)       # a model-level outcome replaces the layers' own answers
+    unrecognised = decides and load.outcome == "unquantized"
     decisions: list[LayerDecision] = []
-    for facts, scheme, module in _layer_groups(ck):
-        decisions.append(_decide(facts, scheme, gpu, rules, options, tp))
+    for facts, scheme, module in _layer_groups(ck, tp):
+        facts = replace(facts, load=seen)
+        decisions.append(_decide(engine_view(facts) if unrecognised else facts, scheme, gpu, rules, options, tp))
     if ck.arch.num_attention_heads or ck.arch.kv_layers or ck.arch.mla:
-        decisions.append(_decide_kv(ck, gpu, rules, options, tp))
+        # the KV quantization the engine finds declared in the file it reads (none when built unquantized)
+        kv_ck = replace(ck, kv_cache_quant=engine_kv_cache(load, ck, rules)) if load is not None else ck
+        decisions.append(_decide_kv(kv_ck, gpu, rules, options, tp))
     decisions = _merge(decisions)
     decisions.sort(key=lambda d: _CLASS_ORDER.get(d.layer_class, 9))
     decisions = _startup_warnings(decisions, rules, options, gpu)
-    runs = all(d.runs for d in decisions)
+    if decides:
+        decisions = [model_level(d, load, rules.display_name) for d in decisions]
+    runs = all(d.runs for d in decisions) and (load is None or load.runs)
     exp = Explanation(
         engine=rules.engine, engine_version=rules.version, requested_version=requested,
         version_note=note, gpu_id=gpu.id, gpus=gpus, checkpoint_label=ck.label,
-        decisions=tuple(decisions), summary="", runs=runs)
+        decisions=tuple(decisions), summary="", runs=runs, load=load)
+    if decides:
+        return replace(exp, summary=load_summary(load, rules.display_name, gpu.name))
     return replace(exp, summary=summarize(exp, ck, gpu, rules.display_name))
 
 
@@ -111,7 +128,7 @@ def _startup_warnings(decisions: list[LayerDecision], rules: RuleFile, options: 
     return decisions
 
 
-def _layer_groups(ck: CheckpointInfo):
+def _layer_groups(ck: CheckpointInfo, tp: int = 1):
     """(LayerFacts, checkpoint scheme, module) for every GEMM-bearing module group."""
     out = []
     seen_lm = False
@@ -120,13 +137,32 @@ def _layer_groups(ck: CheckpointInfo):
         if cls is None:
             continue
         seen_lm = seen_lm or cls == "lm_head_embed"
-        out.append((_facts(ck, m, cls), m.scheme, m))
+        out.append((_facts(ck, m, cls, tp), m.scheme, m))
     if not seen_lm and ck.arch.vocab_size:
         # Every decoder LM has an embedding and an lm_head; unlisted means kept in 16 bits.
         m = ModuleGroup(name="lm_head", role="lm_head", scheme="BF16", weight=WeightQuant(),
                         act=ActQuant(), shape=(ck.arch.vocab_size, ck.arch.hidden_size or 1))
-        out.append((_facts(ck, m, "lm_head_embed"), "BF16", m))
+        out.append((_facts(ck, m, "lm_head_embed", tp), "BF16", m))
     return out
+
+
+# Row-parallel projections split K (the input) across tensor-parallel ranks; the others split N.
+_ROW_PARALLEL_ROLES = ("attn_o", "gdn_out_proj", "mlp_down")
+_ROW_PARALLEL_NAMES = ("down_proj", "o_proj", "out_proj", "dense_4h_to_h", "fc2", "w2", "attn.proj")
+_REPLICATED_ROLES = ("router",)
+
+
+def tp_shape(m: ModuleGroup, tp: int) -> tuple[int, int] | None:
+    """One member's (N, K) on one GPU: engines gate their kernels on the partition they hold (vLLM:
+    output/input_size_per_partition; column-parallel layers split N, row-parallel layers split K)."""
+    if m.shape is None or tp <= 1 or m.role in _REPLICATED_ROLES:
+        return m.shape
+    n, k = m.shape
+    row = m.role in _ROW_PARALLEL_ROLES or (m.role not in ("attn_qkv", "gdn_in_proj", "mlp_gate_up", "lm_head")
+                                            and m.name.endswith(_ROW_PARALLEL_NAMES))
+    if row:
+        return n, -(-k // tp)
+    return -(-n // tp), k
 
 
 def _gptq_act_order(m: ModuleGroup) -> bool:
@@ -134,14 +170,14 @@ def _gptq_act_order(m: ModuleGroup) -> bool:
     return bool(m.weight.act_order) and m.weight.granularity == "group"
 
 
-def _facts(ck: CheckpointInfo, m: ModuleGroup, cls: str) -> LayerFacts:
+def _facts(ck: CheckpointInfo, m: ModuleGroup, cls: str, tp: int = 1) -> LayerFacts:
     w, a = m.weight, m.act
     return LayerFacts(
         layer_class=cls, scheme=m.scheme, roles=(m.role,), producer=ck.producer, quant_method=ck.quant_method,
         model_type=ck.arch.model_type, weight_format=w.format, weight_granularity=w.granularity,
         group_size=w.group_size, block=tuple(w.block) if w.block else None, symmetric=w.symmetric,
-        act_order=_gptq_act_order(m), act_format=a.format, act_granularity=a.granularity, act_dynamic=a.dynamic, shape=m.shape,
-        head_dim=ck.arch.head_dim, mla=ck.arch.mla is not None,
+        act_order=_gptq_act_order(m), act_format=a.format, act_granularity=a.granularity, act_dynamic=a.dynamic,
+        shape=tp_shape(m, tp), module=m.name, count=m.count, head_dim=ck.arch.head_dim, mla=ck.arch.mla is not None,
         attention_sinks=(ck.arch.model_type or "") in _SINK_MODELS)
 
 
@@ -190,12 +226,16 @@ def _no_rule(ctx: Context, ck_scheme: str, rules: RuleFile, reasons, warnings) -
     L = ctx.layer
     msg = (f"no rule: the advisor's {rules.display_name} rules do not cover {L.scheme} "
            f"({L.producer}) {L.layer_class.replace('_', ' ')}")
+    from advisor.kernel_path.formats import foreign_reason
+
+    foreign = foreign_reason(L.scheme, rules.engine, rules.display_name)   # EXL2, MLX, GGUF, ...: who loads them
     return LayerDecision(
         layer_class=L.layer_class, roles=L.roles, checkpoint_scheme=ck_scheme, effective_scheme=L.scheme,
         kernel=None, mma="none", activation_dtype="bf16", dequant="none", runs=False,
-        reasons=tuple(reasons + [msg + "; the engine's behaviour is unknown to the advisor, not known to fail"]),
+        reasons=tuple(reasons + [foreign or msg + "; the engine's behaviour is unknown to the advisor, "
+                                 "not known to fail"]),
         warnings=tuple(warnings), kv_cache_dtype=L.scheme if L.layer_class == "attention_kv" else None,
-        error=msg)
+        error=foreign or msg, modules=(CoveredModule(L.module, L.shape, L.count),) if L.module else ())
 
 
 def _decide_kv(ck: CheckpointInfo, gpu: GpuSpec, rules: RuleFile, options: InstallOptions, tp: int) -> LayerDecision:
@@ -243,14 +283,17 @@ _KV_NAMES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "fp8": "fp8_
 
 
 def _merge(decisions: list[LayerDecision]) -> list[LayerDecision]:
-    """One decision per (class, scheme, outcome); roles accumulate in first-seen order."""
+    """One decision per (class, scheme, outcome, kernel by M); roles and modules accumulate in first-seen
+    order."""
     merged: dict[tuple, LayerDecision] = {}
     for d in decisions:
-        key = (d.layer_class, d.checkpoint_scheme, d.effective_scheme, d.kernel, d.mma, d.runs, d.error)
+        key = (d.layer_class, d.checkpoint_scheme, d.effective_scheme, d.kernel, d.mma, d.runs, d.error,
+               d.m_ranges)
         if key in merged:
             prev = merged[key]
             roles = prev.roles + tuple(r for r in d.roles if r not in prev.roles)
-            merged[key] = replace(prev, roles=roles)
+            mods = prev.modules + tuple(c for c in d.modules if c not in prev.modules)
+            merged[key] = replace(prev, roles=roles, modules=mods)
         else:
             merged[key] = d
     return list(merged.values())

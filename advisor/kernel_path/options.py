@@ -24,7 +24,8 @@ class InstallOptions:
     nvcc_ninja: bool = False         # nvcc and ninja on PATH (FlashInfer can JIT without cubin)
     deepgemm: bool = True            # deep_gemm importable (vLLM builds it in)
     humming: bool = True             # humming-kernels importable (vLLM default dependency)
-    b12x: bool = False               # optional b12x package (vllm[b12x])
+    b12x: bool | None = None         # b12x package; None: as the engine's default install (vLLM 0.33: it ships in
+                                     # the FlashInfer wheel, so present whenever FlashInfer is)
     triton_kernels: bool = True      # OpenAI triton_kernels (gpt-oss MoE)
     fbgemm: bool = False             # fbgemm_gpu
     conch: bool = False              # conch-triton-kernels (ROCm requirement only)
@@ -49,6 +50,8 @@ class InstallOptions:
         return None
 
     def fact(self, name: str) -> bool:
+        """A fact's value; one left to the engine's default install (None) reads False until
+        advisor.kernel_path.default_install.resolve_install() fills it from the rule file."""
         if name not in DEPENDENCY_FACTS:
             raise KeyError(name)
         return bool(getattr(self, name))

@@ -32,9 +32,14 @@ def _install_line(options: InstallOptions, exp: Explanation) -> str:
     from advisor.kernel_path.rules import load_rules
 
     try:
-        deps = load_rules(exp.engine, exp.engine_version)[0].dependencies
+        rules = load_rules(exp.engine, exp.engine_version)[0]
     except Exception:   # rules loaded from another folder (tests): the line is informative only
-        deps = {}
+        rules = None
+    deps = rules.dependencies if rules else {}
+    if rules is not None:
+        from advisor.kernel_path.default_install import resolve_install
+
+        options = resolve_install(rules, options)
     present = [d.label for d in deps.values() if all(options.fact(f) for f in d.installed)]
     absent = [d.label for d in deps.values() if not all(options.fact(f) for f in d.installed)]
     parts = []
@@ -45,21 +50,45 @@ def _install_line(options: InstallOptions, exp: Explanation) -> str:
     facts = {f for d in deps.values() for f in d.installed + d.usable_if_any}
     changed = [lb for lb in options.labels if lb.split()[-1] in facts]   # "without flashinfer"
     line = "; ".join(parts) or "the engine as installed"
-    return line + (f" (you set: {', '.join(changed)})" if changed else "")
+    line += f" (you set: {', '.join(changed)})" if changed else ""
+    return line + (f". Default: {rules.default_install_note}" if rules and rules.default_install_note else "")
+
+
+def _mma_words(mma: str) -> str:
+    return "CUDA cores (no MMA)" if mma == "none" else f"{MMA_WORDS.get(mma, mma)} [{mma}]"
+
+
+def modules_line(d: LayerDecision, limit: int = 6) -> str:
+    """'layers.*.mlp.down_proj 5120x8704, ...': the module groups a decision covers and their N x K on one GPU."""
+    parts = [c.name + (f" {c.shape[0]}x{c.shape[1]}" if c.shape else "") for c in d.modules]
+    more = f" (+{len(parts) - limit} more)" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more + " (N x K per GPU)"
 
 
 def decision_blocks(d: LayerDecision) -> tuple:
     title = CLASS_TITLES.get(d.layer_class, d.layer_class)
     roles = ", ".join(d.roles)
     blocks: list = [Heading(f"{title} ({roles})" if roles else title, level=2)]
+    by_m = len(d.m_ranges) > 1
+    mma = ("; ".join(f"{r.label}: {_mma_words(r.mma)}" for r in d.m_ranges) if by_m
+           else f"{MMA_WORDS.get(d.mma, d.mma)} [{d.mma}]")
+    deq = ("; ".join(f"{r.label}: {_DEQUANT.get(r.dequant, r.dequant)}" for r in d.m_ranges) if by_m
+           else _DEQUANT.get(d.dequant, d.dequant))
     pairs = [("checkpoint", d.checkpoint_scheme), ("runs as", d.effective_scheme if d.runs else "does not run"),
-             ("kernel", na(d.kernel)), ("tensor cores", f"{MMA_WORDS.get(d.mma, d.mma)} [{d.mma}]"),
-             ("activations", d.activation_dtype), ("dequantization", _DEQUANT.get(d.dequant, d.dequant))]
+             ("kernel", na(d.kernel)), ("tensor cores", mma),
+             ("activations", d.activation_dtype), ("dequantization", deq)]
     if d.kv_cache_dtype is not None:
         pairs.append(("KV cache", d.kv_cache_dtype))
+    if d.modules:
+        pairs.append(("modules", modules_line(d)))
     if d.source:
         pairs.append(("source", d.source))
     blocks.append(KeyValues(tuple(pairs)))
+    if len(d.m_ranges) > 1:
+        blocks.append(Table(("rows M", "kernel", "tensor cores", "dequantization", "source"),
+                            tuple((r.label, r.kernel, _mma_words(r.mma), _DEQUANT.get(r.dequant, r.dequant), r.source)
+                                  for r in d.m_ranges),
+                            title="Kernel by rows per call (M: batch at decode, chunk at prefill)"))
     if d.error:
         blocks.append(Paragraph(f"Error: {d.error}", style="bad"))
     if d.reasons:
@@ -81,10 +110,29 @@ def explanation_doc(exp: Explanation, gpu: GpuSpec, info: CheckpointInfo, option
             KeyValues((("checkpoint", info.source), ("engine", engine),
                        ("GPUs", f"{exp.gpus} x {gpu.name}"), ("install", _install_line(options, exp)))),
             Paragraph(exp.summary, style="normal" if exp.runs else "warn")]
-    blocks = list(head)
+    blocks = list(head) + load_blocks(exp)
     for d in exp.decisions:
         blocks += decision_blocks(d)
     return Doc(tuple(blocks))
+
+
+_OUTCOMES = {"loads": "loads", "refused": "refused: the model does not start",
+             "unquantized": "built unquantized: the quantized weights do not load (or load wrong)"}
+
+
+def load_blocks(exp: Explanation) -> list:
+    """The engine's config-loading stage: the file it reads, the method it resolves, the outcome."""
+    load = exp.load
+    if load is None:
+        return []
+    method = f"{load.method} ({load.config_class})" if load.method and load.config_class else (load.method or "none")
+    pairs = [("reads", load.config_file or "no quantization config"), ("declares", load.declared_method or "-"),
+             ("method", method), ("outcome", _OUTCOMES.get(load.outcome, load.outcome))]
+    blocks: list = [Heading("Quantization config, as the engine reads it", level=2), KeyValues(tuple(pairs))]
+    if load.error:
+        blocks.append(Paragraph(f"\u201c{load.error}\u201d \u2014 {load.meaning}", style="bad"))
+    blocks.append(Bullets(load.steps, title="How the method was resolved"))
+    return blocks
 
 
 _KERNEL_SUFFIXES = ("ScaledMMLinearKernel", "LinearKernel", "LinearMethod")

@@ -1,13 +1,15 @@
 """Engine rule files (profiles/engines/<engine>-<version>.yaml): schema, loader, version choice.
 
 A rule file is data: ordered candidate lists per (layer class, scheme) with gates, the MMA class
-each candidate issues, where dequantization happens, warnings with their meaning and sources.
+each candidate issues, where dequantization happens, warnings with their meaning and sources. A
+candidate whose engine switches kernels by the number of rows M lists them in ``rows`` (bands below
+a threshold, each with its kernel, MMA, dequant location and source line).
 Loading validates every key (unknown keys are errors) and reports the file on failure.
 """
 
 from __future__ import annotations
 
-from advisor.yamlio import load_yaml_file
+from advisor.yamlio import parse_yaml
 
 import functools
 import re
@@ -17,11 +19,13 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from advisor.checkpoint.model import SCHEMES
-from advisor.errors import BadInput, UsageError
+from advisor.errors import BadInput
 from advisor.kernel_path.model import LAYER_CLASSES, MMA_CLASSES
 from advisor.kernel_path.options import DEPENDENCY_FACTS
+from advisor.kernel_path.rule_versions import (  # noqa: F401 - re-exported
+    ENGINES, _version_key, available_versions, engines_dir, parse_engine_spec, resolve_version,
+)
 
-ENGINES = ("vllm", "sglang", "fastllm")
 DEQUANT = ("none", "registers", "memory", "cpu")
 # Activation dtypes a candidate may declare; "act16" = the model's 16-bit dtype (fp16 on Turing).
 ACTIVATIONS = ("act16", "bf16", "fp16", "fp8_e4m3", "nvfp4", "mxfp4", "mxfp8", "int8", "fp32")
@@ -32,7 +36,9 @@ _SM_KEY = re.compile(r"^(default|\d{2,3}|\d{2,3}-\d{2,3})$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: the validators are built on the first validation, which a cached rule file
+    # (advisor.profile_cache) never needs
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class ModelExclusion(_Strict):
@@ -54,6 +60,8 @@ class Gate(_Strict):
     family_in: Optional[list[int]] = None          # cc major: 10 = sm_100..109
     family_not_in: Optional[list[int]] = None
     requires: Optional[str] = None                 # a dependency declared in the file
+    lacks: Optional[str] = None                    # that dependency is NOT available (engines that select a
+                                                   # kernel without checking, then fail when it runs)
     env_in: Optional[dict[str, list[str]]] = None          # value (or default) must be listed
     env_not_in: Optional[dict[str, list[str]]] = None
     flag_in: Optional[dict[str, list[str]]] = None         # engine flag value (or default)
@@ -72,7 +80,10 @@ class Gate(_Strict):
     symmetric: Optional[bool] = None
     act_order: Optional[bool] = None               # GPTQ group activation ordering (desc_act with groups)
     shape_multiple: Optional[dict[Literal["n", "k"], int]] = None
+    # any one of these tile families fits (Marlin: N%128 and K%64, or N%64 and K%128); per-GPU shape
+    shape_multiple_any: Optional[list[dict[Literal["n", "k"], int]]] = None
     model_type_in: Optional[list[str]] = None
+    role_in: Optional[list[str]] = None            # checkpoint roles of the layer group (router, expert, ...)
     model_exclusions: Optional[list[ModelExclusion]] = None
     tp_max: Optional[int] = None
     tp_min: Optional[int] = None
@@ -80,9 +91,13 @@ class Gate(_Strict):
     ep_max: Optional[int] = None                   # e.g. a kernel that refuses expert parallel
     kv_dtype_in: Optional[list[str]] = None
     head_dim_not_in: Optional[list[int]] = None
+    head_dim_in: Optional[list[int]] = None         # head sizes a backend supports
     mla: Optional[bool] = None
     attention_sinks: Optional[bool] = None
     never: Optional[str] = None                    # always rejects (opt-in / other-mode kernels)
+    # facts of the engine's config-loading stage (LOAD_FACTS): each listed value set must hold
+    config_in: Optional[dict[str, list[str]]] = None
+    config_not_in: Optional[dict[str, list[str]]] = None
     # scope
     if_sm_min: Optional[int] = None
     if_sm_max: Optional[int] = None
@@ -130,6 +145,37 @@ class Refusal(Failure):
 MmaSpec = Union[str, dict[str, str]]
 
 
+def _check_mma(v: MmaSpec) -> MmaSpec:
+    items = v.items() if isinstance(v, dict) else [("default", v)]
+    for key, cls_name in items:
+        if not _SM_KEY.match(key):
+            raise ValueError(f"mma key {key!r} must be 'default', 'NN' or 'NN-MM' (sm numbers)")
+        if cls_name not in MMA_CLASSES:
+            raise ValueError(f"mma class {cls_name!r} not one of MMA_CLASSES")
+    return v
+
+
+class RowRange(_Strict):
+    """The kernel a candidate runs for a band of rows M (tokens in one GEMM call). A candidate's ``rows``
+    list is ordered by ``below``; the last band has no ``below`` and serves every larger M."""
+
+    below: Optional[int] = Field(default=None, ge=2)   # this band serves M < below
+    kernel: str = Field(min_length=1)
+    mma: MmaSpec
+    dequant: Literal["none", "registers", "memory", "cpu"]
+    source: str = Field(min_length=1)      # path:line@version of the threshold and the kernel
+    note: str = ""
+    launch_rows: list[int] = []            # GEMV: rows per launch, largest first; each launch re-reads the weights
+    single_launch_max: int = 0             # up to this many rows a single launch serves them all
+    read_bytes_per_element: Optional[float] = Field(default=None, gt=0)   # the layout the kernel reads, when the
+                                           # engine keeps weights in another layout than the checkpoint's
+
+    @field_validator("mma")
+    @classmethod
+    def _mma(cls, v: MmaSpec) -> MmaSpec:
+        return _check_mma(v)
+
+
 class Candidate(_Strict):
     kernel: str = Field(min_length=1)
     backend: Optional[str] = None          # value of the path's backend flag that selects it
@@ -143,6 +189,19 @@ class Candidate(_Strict):
     warnings: list[Warn] = []
     crash: Optional[Crash] = None
     source: str = Field(min_length=1)
+    rows: list[RowRange] = []               # the kernel by number of rows M (empty: the fields above at every M)
+
+    @field_validator("rows")
+    @classmethod
+    def _rows(cls, v: list[RowRange]) -> list[RowRange]:
+        if not v:
+            return v
+        bounds = [r.below for r in v]
+        if bounds[-1] is not None or any(b is None for b in bounds[:-1]):
+            raise ValueError("rows: every band but the last has 'below'; the last has none")
+        if any(a >= b for a, b in zip(bounds[:-2], bounds[1:-1])):
+            raise ValueError("rows: 'below' must increase")
+        return v
 
     @field_validator("activation")
     @classmethod
@@ -154,13 +213,7 @@ class Candidate(_Strict):
     @field_validator("mma")
     @classmethod
     def _mma(cls, v: MmaSpec) -> MmaSpec:
-        items = v.items() if isinstance(v, dict) else [("default", v)]
-        for key, cls_name in items:
-            if not _SM_KEY.match(key):
-                raise ValueError(f"mma key {key!r} must be 'default', 'NN' or 'NN-MM' (sm numbers)")
-            if cls_name not in MMA_CLASSES:
-                raise ValueError(f"mma class {cls_name!r} not one of MMA_CLASSES")
-        return v
+        return _check_mma(v)
 
     @field_validator("effective_scheme")
     @classmethod
@@ -222,6 +275,62 @@ class Dependency(_Strict):
         return self
 
 
+# What the config-loading stage knows about a checkpoint (Gate config_in / config_not_in keys): the file the
+# engine reads and that file's declaration (advisor.checkpoint.declared), the model's architecture, and the
+# engine's resolved method (on per-layer paths).
+LOAD_FACTS = ("file", "quant_method", "producer", "quant_algo", "flat_quant_algo", "legacy_modelopt", "format",
+              "moe_quant_algo", "desc_act", "model_type", "architecture", "expert_dtype", "method",
+              # GPTQ/AWQ keys as written (SGLang converts to Marlin only when all are given and fit)
+              "bits", "group_size", "sym", "desc_act_key", "zero_point", "checkpoint_format")
+
+
+class LoadStep(_Strict):
+    """One way the engine resolves its quantization method while reading the config. Steps are tried in
+    order; the first whose ``when`` holds decides: ``method`` ("" = none, every layer unquantized;
+    "{declared}" = the declared quant_method through ``aliases``), or ``refuse`` (the engine raises)."""
+
+    method: str = ""
+    when: list[Gate] = []
+    refuse: Optional[Failure] = None
+    # the refusal comes from the model loader, after the engine's start-up checks: a global refusal that
+    # holds on this GPU and install is what the user sees first
+    at_load: bool = False
+    note: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+
+class LoadMethod(_Strict):
+    config_class: str = Field(min_length=1)
+    min_capability: int = 0
+    act_dtypes: list[Literal["bf16", "fp16", "fp32"]] = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+
+class ConfigLoading(_Strict):
+    """The engine's config-loading stage, before any layer rule: which file it reads, how it resolves the
+    quantization method (normaliser, overrides, per-model rewrites), and the model-wide refusals."""
+
+    files: list[str] = Field(min_length=1)    # where the engine looks, first found wins
+    files_source: str = Field(min_length=1)
+    steps: list[LoadStep] = Field(min_length=1)
+    aliases: dict[str, str] = {}              # declared quant_method -> the engine's method name
+    methods: dict[str, LoadMethod] = Field(min_length=1)
+    unknown_method: Failure                   # {method}: a method the engine does not know
+    min_capability: Failure                   # {method} {min} {sm}
+    act_dtype: Failure                        # {method} {dtype} {dtypes}
+    unquantized: Failure                      # quantized weights, no method: built unquantized
+
+    @model_validator(mode="after")
+    def _methods(self):
+        for st in self.steps:
+            if st.refuse is None and st.method not in ("", "{declared}") and st.method not in self.methods:
+                raise ValueError(f"config_loading step method {st.method!r} not in methods")
+        for src, dst in self.aliases.items():
+            if dst not in self.methods:
+                raise ValueError(f"config_loading alias {src!r} -> {dst!r} not in methods")
+        return self
+
+
 class FlagSpec(_Strict):
     cli: str
     values: list[str] = Field(min_length=1)
@@ -248,12 +357,23 @@ class RuleFile(_Strict):
     activation_dtype: Optional[str] = None  # engine forces this 16-bit dtype (FastLLM: fp16)
     dependencies: dict[str, Dependency] = {}
     global_refusals: list[Refusal] = []     # checked before every path (e.g. arch not built)
+    config_loading: Optional[ConfigLoading] = None   # the model-wide stage before any path (None: not modelled)
+    # what a default `pip install` of this engine version brings: fact -> true/false, or the name of another
+    # fact it follows (b12x ships in the FlashInfer wheel)
+    default_install: dict[str, Union[bool, str]] = {}
+    default_install_note: str = ""
     downgrades: list[Downgrade] = []
     paths: list[PathRule] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _refs(self):
         shared = [g for r in self.global_refusals for g in r.unless] + [g for d in self.downgrades for g in d.when]
+        if self.config_loading is not None:
+            shared += [g for st in self.config_loading.steps for g in st.when]
+        for fact, value in self.default_install.items():
+            for f in (fact, value) if isinstance(value, str) else (fact,):
+                if f not in DEPENDENCY_FACTS:
+                    raise ValueError(f"default_install: unknown install fact {f!r}; known: {DEPENDENCY_FACTS}")
         self._check_gates("file", shared)
         for p in self.paths:
             if p.backend_flag and p.backend_flag not in self.flags:
@@ -280,68 +400,43 @@ class RuleFile(_Strict):
         for g in gates:
             if g.requires and g.requires not in self.dependencies:
                 raise ValueError(f"{where}: requires {g.requires!r} not declared in dependencies")
+            if g.lacks and g.lacks not in self.dependencies:
+                raise ValueError(f"{where}: lacks {g.lacks!r} not declared in dependencies")
             for name in list((g.flag_in or {}).keys()) + list((g.flag_not_in or {}).keys()):
                 if name not in self.flags:
                     raise ValueError(f"{where}: flag {name!r} not declared in flags")
+            for name in list((g.config_in or {}).keys()) + list((g.config_not_in or {}).keys()):
+                if name not in LOAD_FACTS:
+                    raise ValueError(f"{where}: config fact {name!r} not one of {LOAD_FACTS}")
 
 
 # ------------------------------------------------------------------ loading and versions
 
-def engines_dir() -> Path:
-    from profiles import PROFILES_DIR
-
-    return PROFILES_DIR / "engines"
-
-
-def _version_key(v: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in v.split("."))
-    except ValueError as err:
-        raise UsageError(f"engine version {v!r} is not dotted numbers (e.g. 0.33 or 0.33.1)") from err
-
-
-def available_versions(engine: str, folder: Path | None = None) -> list[str]:
-    folder = folder or engines_dir()
-    out = []
-    for p in folder.glob(f"{engine}-*.yaml"):
-        out.append(p.stem[len(engine) + 1:])
-    return sorted(out, key=_version_key)
-
-
-def parse_engine_spec(spec: str) -> tuple[str, str | None]:
-    """'vllm' -> ('vllm', None); 'vllm@0.33.1' -> ('vllm', '0.33.1')."""
-    name, _, version = spec.partition("@")
-    name = name.strip().lower()
-    if name not in ENGINES:
-        raise UsageError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
-    return name, (version.strip() or None)
-
-
-def resolve_version(engine: str, requested: str | None, folder: Path | None = None) -> tuple[str, str | None]:
-    """The rule-file version to use and a note when it is not the one asked for."""
-    versions = available_versions(engine, folder)
-    if not versions:
-        raise BadInput(f"no rule files for {engine}", path=str(folder or engines_dir()))
-    if requested is None:
-        return versions[-1], None
-    if requested in versions:
-        return requested, None
-    want = _version_key(requested)
-    older = [v for v in versions if _version_key(v) <= want]
-    if not older:
-        raise UsageError(f"no rules for {engine} {requested}: the oldest rule file is {versions[0]} "
-                         f"(available: {', '.join(versions)})")
-    chosen = older[-1]
-    return chosen, f"no rules for {engine} {requested}; using {chosen} (nearest older)"
+# engines_dir, available_versions, parse_engine_spec, resolve_version: advisor.kernel_path.rule_versions
 
 
 def load_rule_file(path: Path) -> RuleFile:
     return _load_cached(str(path), path.stat().st_mtime_ns)
 
 
+# What a validated rule file depends on besides its text (advisor.profile_cache keys on their source).
+_SCHEMA_MODULES = (__name__, "advisor.checkpoint.model", "advisor.kernel_path.model", "advisor.kernel_path.options",
+                   "pydantic")
+
+
 @functools.lru_cache(maxsize=32)
 def _load_cached(path: str, _mtime: int) -> RuleFile:
-    raw = load_yaml_file(path, "rule file")
+    from advisor.profile_cache import validated
+    from advisor.textfile import JSON_LIMIT, read_text
+
+    text = read_text(path, limit_bytes=JSON_LIMIT, what="rule file")
+    return validated(path, text, lambda: _validate(path, text), _SCHEMA_MODULES)   # validated before: no pydantic work
+
+
+def _validate(path: str, text: str) -> RuleFile:
+    from advisor.profile_cache import parsed
+
+    raw = parsed(text, lambda: parse_yaml(text, path, "rule file"))
     if not isinstance(raw, dict):
         raise BadInput("a rule file is a mapping (engine, version, paths, ...)", path=path)
     try:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.kernel_path.model import EngineWarning, LayerDecision, Rejection
+from advisor.kernel_path.model import CoveredModule, EngineWarning, KernelRange, LayerDecision, Rejection
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import Candidate, Dependency, Failure, Gate, PathRule, RuleFile, Warn
+from advisor.kernel_path.rules import Candidate, Dependency, Failure, Gate, MmaSpec, PathRule, RuleFile, Warn
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,13 @@ class LayerFacts:
     act_format: str = "none"
     act_granularity: str | None = None
     act_dynamic: bool | None = None
-    shape: tuple[int, int] | None = None   # (N out, K in)
+    shape: tuple[int, int] | None = None   # (N out, K in) of one member on one GPU (after the TP split)
+    module: str = ""                  # the checkpoint module group these facts describe ('' = none, e.g. KV)
+    count: int = 1                    # members in that group
     head_dim: int = 0
     mla: bool = False
     attention_sinks: bool = False
+    load: tuple[tuple[str, str], ...] = ()   # the config-loading stage's facts (rules.LOAD_FACTS), incl. "method"
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ def _check(g: Gate, ctx: Context) -> str | None:  # noqa: C901 - one branch per 
         dep = ctx.rules.dependencies[g.requires]
         state, why = dependency_state(dep, ctx.options)
         return None if state == "ok" else why
+    if c == "lacks":
+        dep = ctx.rules.dependencies[g.lacks]
+        return f"{dep.label} is available" if dependency_state(dep, ctx.options)[0] == "ok" else None
     if c in ("env_in", "env_not_in"):
         for name, values in (g.env_in or g.env_not_in).items():
             cur = _env(ctx, name)
@@ -197,6 +203,16 @@ def _check(g: Gate, ctx: Context) -> str | None:  # noqa: C901 - one branch per 
             if val % mult:
                 return f"needs {dim.upper()} divisible by {mult} (this layer: {dim.upper()}={val})"
         return None
+    if c == "shape_multiple_any":
+        if L.shape is None:
+            return None
+        n, k = L.shape
+        if any(all((n if d == "n" else k) % mult == 0 for d, mult in fam.items()) for fam in g.shape_multiple_any):
+            return None
+        fams = " or ".join(" and ".join(f"{d.upper()}%{mult}" for d, mult in fam.items()) for fam in g.shape_multiple_any)
+        return f"needs {fams} == 0 (this layer on one GPU: N={n}, K={k})"
+    if c == "role_in":
+        return None if set(L.roles) & set(g.role_in) else f"only for {', '.join(g.role_in)} layers"
     if c == "model_type_in":
         return None if L.model_type in g.model_type_in else f"only for model types {', '.join(g.model_type_in)}"
     if c == "model_exclusions":
@@ -214,6 +230,10 @@ def _check(g: Gate, ctx: Context) -> str | None:  # noqa: C901 - one branch per 
         return None if ctx.options.ep <= g.ep_max else f"only with expert parallel <= {g.ep_max} (here: {ctx.options.ep})"
     if c == "kv_dtype_in":
         return None if L.scheme in g.kv_dtype_in else f"does not support KV cache dtype {L.scheme}"
+    if c == "head_dim_in":
+        if not L.head_dim or L.head_dim in g.head_dim_in:
+            return None
+        return f"supports head sizes {', '.join(map(str, g.head_dim_in))} only (this model: {L.head_dim})"
     if c == "head_dim_not_in":
         return None if L.head_dim not in g.head_dim_not_in else f"does not support head size {L.head_dim}"
     if c == "mla":
@@ -221,6 +241,15 @@ def _check(g: Gate, ctx: Context) -> str | None:  # noqa: C901 - one branch per 
     if c == "attention_sinks":
         return None if L.attention_sinks == g.attention_sinks else (
             "needs attention sinks" if g.attention_sinks else "does not support attention sinks (this model has them)")
+    if c in ("config_in", "config_not_in"):
+        facts = dict(L.load)
+        for name, values in (g.config_in or g.config_not_in).items():
+            cur = facts.get(name, "")
+            if c == "config_in" and cur not in values:
+                return f"needs {name} {' or '.join(v or '(none)' for v in values)} (here: {cur or '(none)'})"
+            if c == "config_not_in" and cur in values:
+                return f"not for {name} {cur or '(none)'}"
+        return None
     if c == "never":
         return g.never
     raise AssertionError(f"unhandled gate condition {c}")
@@ -235,10 +264,14 @@ def gates_pass(gates: list[Gate], ctx: Context) -> str | None:
 
 
 def resolve_mma(c: Candidate, sm: int) -> str:
-    if isinstance(c.mma, str):
-        return c.mma
-    default = c.mma.get("default", "none")
-    for key, val in c.mma.items():
+    return resolve_mma_spec(c.mma, sm)
+
+
+def resolve_mma_spec(spec: MmaSpec, sm: int) -> str:
+    if isinstance(spec, str):
+        return spec
+    default = spec.get("default", "none")
+    for key, val in spec.items():
         if key == "default":
             continue
         lo, _, hi = key.partition("-")
@@ -285,7 +318,7 @@ def select(path: PathRule, ctx: Context, *, checkpoint_scheme: str, pre_reasons:
             effective_scheme=L.scheme if kv is None else f"KV {kv}", kernel=None, mma="none",
             activation_dtype=_act16(ctx), dequant="none", runs=False,
             reasons=tuple(reasons + [meaning, *extra]), rejected=tuple(rejected),
-            warnings=tuple(_dedup(warnings)), source="", kv_cache_dtype=kv, error=text)
+            warnings=tuple(_dedup(warnings)), source="", kv_cache_dtype=kv, error=text, modules=_covered(L))
 
     for r in tuple(ctx.rules.global_refusals) + tuple(path.refusals):
         why = gates_pass(r.unless, ctx)
@@ -345,9 +378,7 @@ def select(path: PathRule, ctx: Context, *, checkpoint_scheme: str, pre_reasons:
 def _chosen(path, c: Candidate, ctx: Context, checkpoint_scheme, reasons, rejected, warnings, kv, forced) -> LayerDecision:
     L = ctx.layer
     act = _act16(ctx) if c.activation == "act16" else c.activation
-    mma = resolve_mma(c, ctx.sm)
-    if act == "fp16" and mma == "hmma_bf16":
-        mma = "hmma_f16"   # Turing (and FP16 engines) issue f16 mma.sync
+    mma = _mma_for_act(resolve_mma(c, ctx.sm), act)
     reasons = list(reasons)
     if forced:
         reasons.append(f"requested with {_cli(ctx, path.backend_flag)} {forced}")
@@ -371,11 +402,38 @@ def _chosen(path, c: Candidate, ctx: Context, checkpoint_scheme, reasons, reject
         reasons.append(f"{c.kernel} is selected, then fails at run time on sm_{ctx.sm} (what it prints and "
                        "why: see the engine warnings)")
         warnings.append(EngineWarning(text=text, meaning=meaning, source=c.crash.source))
+    ranges = _m_ranges(c, ctx, act, mma) if runs else ()
+    if len(ranges) > 1:
+        reasons.append(f"{c.kernel} switches kernel by rows M (tokens per call): "
+                       + "; ".join(f"{r.label}: {r.kernel}" for r in ranges))
     return LayerDecision(
         layer_class=L.layer_class, roles=L.roles, checkpoint_scheme=checkpoint_scheme,
         effective_scheme=effective, kernel=c.kernel, mma=mma if runs else "none", activation_dtype=act,
         dequant=c.dequant, runs=runs, reasons=tuple(reasons), rejected=tuple(rejected),
-        warnings=tuple(_dedup(warnings)), source=c.source, kv_cache_dtype=kv, error=error)
+        warnings=tuple(_dedup(warnings)), source=c.source, kv_cache_dtype=kv, error=error,
+        modules=_covered(L), m_ranges=ranges)
+
+
+def _mma_for_act(mma: str, act: str) -> str:
+    return "hmma_f16" if act == "fp16" and mma == "hmma_bf16" else mma   # Turing/FP16 engines: f16 mma.sync
+
+
+def _m_ranges(c: Candidate, ctx: Context, act: str, mma: str) -> tuple[KernelRange, ...]:
+    """The candidate's kernel per band of rows M; one band (every M) when it never switches."""
+    if not c.rows:
+        return (KernelRange(1, None, c.kernel, mma, c.dequant, c.source),)
+    out, lo = [], 1
+    for r in c.rows:
+        hi = None if r.below is None else r.below - 1
+        out.append(KernelRange(lo, hi, r.kernel, _mma_for_act(resolve_mma_spec(r.mma, ctx.sm), act), r.dequant,
+                               r.source, _fmt(r.note, ctx), tuple(r.launch_rows), r.single_launch_max,
+                               r.read_bytes_per_element))
+        lo = (hi or 0) + 1
+    return tuple(out)
+
+
+def _covered(L: LayerFacts) -> tuple[CoveredModule, ...]:
+    return (CoveredModule(L.module, L.shape, L.count),) if L.module else ()
 
 
 def _weight_only(scheme: str, act: str) -> str:
@@ -392,6 +450,8 @@ def _describe(g: Gate, ctx: Context) -> str:
     c = g.condition
     if c == "requires":
         return f"{ctx.rules.dependencies[g.requires].label} available"
+    if c == "lacks":
+        return f"{ctx.rules.dependencies[g.lacks].label} not available"
     if c in ("sm_min", "sm_max", "sm_in", "sm_not_in", "family_in", "family_not_in"):
         return f"sm_{ctx.sm} allowed ({c.replace('_', ' ')} {getattr(g, c)})"
     val = getattr(g, c)

@@ -43,19 +43,26 @@ def _bits_like(scheme: str) -> str:
     return "INT4" if scheme.startswith("W4") else "INT8" if scheme.startswith("W8") else "BF16"
 
 
-def _primary(exp: Explanation, shares: dict[str, float] | None = None) -> LayerDecision | None:
-    """The decision that moves most weight bytes: quantized experts, else quantized dense layers (in a
-    mixed checkpoint, the scheme with the largest byte share)."""
-    shares = shares or {}
-    for cls in ("moe_experts", "dense_linear"):
-        ds = [d for d in exp.decisions if d.layer_class == cls and d.checkpoint_scheme not in ("BF16", "FP16")]
-        if ds:
-            return max(ds, key=lambda d: shares.get(d.checkpoint_scheme, 0.0))
-    for cls in ("dense_linear", "moe_experts"):
-        ds = [d for d in exp.decisions if d.layer_class == cls]
-        if ds:
-            return ds[0]
-    return None
+def moved_bytes(d: LayerDecision, ck: CheckpointInfo) -> float:
+    """Checkpoint bytes of the module groups a decision covers (0 when it names none)."""
+    names = {c.name for c in d.modules}
+    return float(sum(m.stored_bytes for m in ck.modules if m.name in names)) if names else 0.0
+
+
+def _primary(exp: Explanation, ck: CheckpointInfo | None = None) -> LayerDecision | None:
+    """The GEMM decision that moves the most weight bytes, quantized layers first. Decisions that name no
+    modules (built by hand) are ranked by their scheme's byte share, experts before dense layers."""
+    shares = ck.scheme_shares if ck is not None else {}
+
+    def weight(d: LayerDecision) -> tuple:
+        return (moved_bytes(d, ck) if ck is not None else 0.0, shares.get(d.checkpoint_scheme, 0.0),
+                d.layer_class == "moe_experts")
+
+    gemm = [d for d in exp.decisions if d.layer_class in ("moe_experts", "dense_linear")]
+    quantized = [d for d in gemm if d.checkpoint_scheme not in ("BF16", "FP16")]
+    if quantized:
+        return max(quantized, key=weight)
+    return max(gemm, key=weight) if gemm else None
 
 
 def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool, mixed: bool = False) -> str:
@@ -76,10 +83,7 @@ def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool, mixed: bool = Fals
         return f"{head} {runs} unquantized on {mma}; decode reads 2 bytes per weight."
     weight_only = act in ("bf16", "fp16", "fp32")
     asked_for_quant_acts = "A16" not in ck
-    if d.dequant == "memory":
-        how = f"{fmt} weights are expanded to {actw} in memory and multiplied on {mma}"
-    else:
-        how = f"{fmt} weights are unpacked in registers and multiplied on {mma}"
+    how = _how_by_m(d, fmt, actw)
     if weight_only and asked_for_quant_acts:
         native = _NATIVE_WORDS.get(_declared_act(ck), "low-precision")
         return (f"{head} {runs} weight-only: {how}. Decode speed is set by memory bandwidth, as with "
@@ -144,8 +148,43 @@ def _declared_act(ck: str) -> str:
     return "bf16"
 
 
+def _how(fmt: str, actw: str, mma_class: str, dequant: str) -> str:
+    mma = MMA_WORDS.get(mma_class, mma_class)
+    if dequant == "memory":
+        return f"{fmt} weights are expanded to {actw} in memory and multiplied on {mma}"
+    if mma_class == "none":
+        return f"a CUDA-core GEMV reads the {fmt} weights and converts them in registers (no tensor cores)"
+    if dequant == "none":
+        return f"{fmt} weights are multiplied as stored on {mma}"
+    return f"{fmt} weights are unpacked in registers and multiplied on {mma}"
+
+
+def _how_by_m(d: LayerDecision, fmt: str, actw: str) -> str:
+    """How the weights meet the MMA, per band of rows M when the kernel switches with M."""
+    if len(d.m_ranges) <= 1:
+        return _how(fmt, actw, d.mma, d.dequant)
+    parts = [f"{_rows_words(r)} {_how(fmt, actw, r.mma, r.dequant)}" for r in d.m_ranges]
+    return "; ".join(parts)
+
+
+def _rows_words(r) -> str:
+    if r.m_max is None:
+        return f"from {r.m_min:,} rows (tokens per call) on,"
+    if r.m_min <= 1:
+        return "one row (batch-1 decode):" if r.m_max == 1 else f"below {r.m_max + 1:,} rows,"
+    return f"from {r.m_min:,} to {r.m_max:,} rows,"
+
+
+def module_words(d: LayerDecision, limit: int = 4) -> str:
+    """'in_proj_a, in_proj_b' from the module groups a decision covers."""
+    short = list(dict.fromkeys(c.name.rsplit(".", 1)[-1] for c in d.modules))
+    return ", ".join(short[:limit]) + (f" and {len(short) - limit} more" if len(short) > limit else "")
+
+
 def _class_words(d: LayerDecision) -> str:
     if d.layer_class == "dense_linear":
+        if d.modules:
+            return f"dense layers ({module_words(d)})"
         return "dense layers (" + ", ".join(d.roles) + ")" if d.roles else "dense layers"
     return {"moe_experts": "MoE experts", "lm_head_embed": "lm_head/embeddings",
             "attention_kv": "attention"}.get(d.layer_class, d.layer_class)
@@ -154,7 +193,7 @@ def _class_words(d: LayerDecision) -> str:
 def summarize(exp: Explanation, ck: CheckpointInfo, gpu: GpuSpec, engine_name: str) -> str:
     parts: list[str] = []
     failing = [d for d in exp.decisions if not d.runs]
-    primary = _primary(exp, ck.scheme_shares)
+    primary = _primary(exp, ck)
     mixed = len(ck.scheme_shares) > 1
     if failing:
         f = failing[0]
@@ -176,7 +215,8 @@ def summarize(exp: Explanation, ck: CheckpointInfo, gpu: GpuSpec, engine_name: s
                 continue
             if d.checkpoint_scheme in ("BF16", "FP16") and d.dequant != "cpu":
                 continue   # unquantized side layers: listed per class below, not worth the summary
-            if d.checkpoint_scheme != primary.checkpoint_scheme or d.effective_scheme != primary.effective_scheme:
+            if (d.checkpoint_scheme != primary.checkpoint_scheme or d.effective_scheme != primary.effective_scheme
+                    or d.m_ranges != primary.m_ranges or d.kernel != primary.kernel):
                 parts.append(_sentence_for(d, gpu, lead=False))
                 parts += _unused_sentence(d, gpu, engine_name)
     kv = next((d for d in exp.decisions if d.layer_class == "attention_kv"), None)

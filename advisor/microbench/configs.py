@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 GEMV_MAX_M = 8          # one activation row per program: beyond this the weight re-reads dominate
-GEMV_MAX_ELEMS_PER_THREAD = 128   # the largest GEMV tile per thread checked spill-free (kernel_sass.py)
+GEMV_MAX_ELEMS_PER_THREAD = 256   # the largest GEMV tile per thread checked spill-free (kernel_sass.py)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,10 @@ def candidates(m: int, k: int, n: int, sm_count: int, group: int = 128) -> tuple
     """Candidates for C[M, N] = A[M, K] @ W[N, K]^T; every BK divides or is divided by `group`."""
     out: list[Candidate] = []
     if m <= GEMV_MAX_M:
-        for bn, bk, warps, per_sm in ((64, 128, 4, 8), (32, 128, 4, 8), (128, 128, 4, 4), (64, 128, 4, 24)):
+        # 256x128 (v4): 256 weights per thread halve the activation reads per weight; no spills
+        # on sm_90a/100a/120a for any format (kernels/NOTES.md v4)
+        for bn, bk, warps, per_sm in ((64, 128, 4, 8), (32, 128, 4, 8), (128, 128, 4, 4), (64, 128, 4, 24),
+                                      (256, 128, 4, 2)):
             tiles = _cdiv(n, bn) * m
             sk = split_k_for(tiles, k, bk, sm_count, per_sm)
             out.append(Candidate("gemv", dict(block_n=bn, block_k=bk, split_k=sk, num_warps=warps, num_stages=2)))

@@ -18,7 +18,7 @@ from advisor.report.privacy import Scrubber
 
 KIND = "report"
 # Optional sections the caller may attach, in report order.
-EXTRA_KEYS = ("kernel_check", "benchmark", "calibration", "microbench")
+EXTRA_KEYS = ("kernel_check", "benchmark", "quality", "calibration", "microbench")
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ class Report:
     doc: Doc
     data: dict                        # the JSON document (schema_version, kind "report", ...)
     title: str
+    folded: tuple[str, ...] = ()      # level-2 sections HTML shows collapsed (the evidence behind the answer)
+    answer: str | None = None         # the title of the answer block (HTML sets it in larger type)
 
 
 @dataclass(frozen=True)
@@ -73,25 +75,26 @@ class ReportInputs:
     scrubber: Scrubber = field(default_factory=Scrubber)
 
 
+# Sections a reader opens when they want the evidence (HTML renders them collapsed).
+FOLDED = ("Kernel path", "Derivations", "Hardware", "Checkpoint", "About this report")
+
+
 def build_report(inputs: ReportInputs) -> Report:
+    """The answer and the numbers first (what runs, how fast, the command), then the matrix and the
+    predictions, then the evidence: kernel path, derivations, hardware, checkpoint, provenance."""
+    from advisor.answer import answer_doc
+
     a = inputs.analysis
     title = _title(a, inputs.hardware)
     blocks: list[Block] = [Heading(title)]
+    answer = answer_doc(a).blocks
+    blocks += answer
     if a.explanation is not None and a.explanation.summary:
         blocks.append(Paragraph(a.explanation.summary, style="accent"))
-    blocks += _header_blocks(inputs)
     if a.errors:
         blocks.append(Bullets(tuple(f"{stage}: {msg}" for stage, msg in a.errors.items()),
                               title="Could not be computed", style="bad"))
-    blocks += _hardware_blocks(inputs.hardware, a.gpu)
-    if a.checkpoint is not None:
-        from advisor.checkpoint.report import to_doc
-
-        blocks += nest(to_doc(a.checkpoint)).blocks
-    if a.explanation is not None and a.checkpoint is not None and a.gpu is not None:
-        blocks += kernel_path_blocks(a.explanation, a.gpu, a.checkpoint, inputs.options or getattr(a, "options", None))
-    if a.plan is not None:
-        blocks += prediction_blocks(a.plan, inputs.charts, inputs.launch)
+    blocks += launch_blocks(inputs.launch)
     for key in EXTRA_KEYS:
         for extra in inputs.extras:
             if extra.key == key:
@@ -106,9 +109,24 @@ def build_report(inputs: ReportInputs) -> Report:
                              "table's figures (no probed power limit or calibration), so they compare like with like.",
                              style="dim"),
                    *matrix_blocks(inputs.matrix)]
+    if a.plan is not None:
+        blocks += prediction_blocks(a.plan, inputs.charts)
+    if a.explanation is not None and a.checkpoint is not None and a.gpu is not None:
+        blocks += kernel_path_blocks(a.explanation, a.gpu, a.checkpoint, inputs.options or getattr(a, "options", None))
+    if a.plan is not None:
+        blocks += derivation_blocks(a.plan)
+    blocks += _hardware_blocks(inputs.hardware, a.gpu)
+    if a.checkpoint is not None:
+        from advisor.checkpoint.report import to_doc
+
+        blocks += nest(to_doc(a.checkpoint)).blocks
+    blocks += [Heading("About this report", level=2), *_header_blocks(inputs)]
     s = inputs.scrubber
     data = s.tree(document(KIND, _payload(inputs)))
-    return Report(doc=s.doc(Doc(tuple(blocks))), data=data, title=s.text(title))
+    doc = s.doc(Doc(tuple(blocks)))
+    folded = tuple(b.text for b in doc.blocks if isinstance(b, Heading) and b.level == 2 and b.text.startswith(FOLDED))
+    shown = next((b.title for b in doc.blocks[1:1 + len(answer)] if isinstance(b, KeyValues)), None)
+    return Report(doc=doc, data=data, title=s.text(title), folded=folded, answer=shown)
 
 
 def nest(doc: Doc, by: int = 1) -> Doc:
@@ -271,21 +289,47 @@ def kernel_path_blocks(e, gpu, checkpoint, options=None) -> list[Block]:
 
 
 # ---------------------------------------------------------------- predictions
-def prediction_blocks(plan, charts=(), launch=()) -> list[Block]:
-    """plan's own Doc (predictions, recommendation, trade-offs, derivations, assumptions), the charts
-    and the launch command lines."""
+def prediction_blocks(plan, charts=()) -> list[Block]:
+    """plan's own Doc up to its trade-offs (predictions, recommendation, flag line) and the charts."""
     from advisor.cost.plan_doc import to_doc
 
+    head, _ = _split_plan_doc(to_doc(plan))
     blocks: list[Block] = [Heading("Predictions and recommended settings", level=2)]
-    blocks += nest(Doc(to_doc(plan).blocks[1:]), 1).blocks
+    blocks += nest(Doc(head), 1).blocks
     if charts:
         blocks += [Heading("Charts", level=3), *charts]
+    return blocks
+
+
+def derivation_blocks(plan) -> list[Block]:
+    """How the plan got its numbers: trade-offs, kernels charged, formulas, assumptions, inputs."""
+    from advisor.cost.plan_doc import to_doc
+
+    _, tail = _split_plan_doc(to_doc(plan))
+    blocks: list[Block] = [Heading("Derivations", level=2), *tail]
     if plan.derivations:
         rows = tuple((name, ", ".join(f"{k}={_fmt_input(v)}" for k, v in d.inputs.items()) or "none")
                      for name, d in plan.derivations.items())
         blocks.append(Table(("quantity", "inputs plugged into the formula"), rows, title="Derivation inputs"))
-    if launch:
-        blocks.append(Heading("Launch command", level=3))
+    return blocks
+
+
+def _split_plan_doc(doc: Doc) -> tuple[tuple[Block, ...], tuple[Block, ...]]:
+    """(the answer part, the derivation part) of plan's Doc, cut at its first table of trade-offs,
+    kernels or formulas; the heading (the report has its own) is dropped."""
+    blocks = doc.blocks[1:]
+    cut = next((i for i, b in enumerate(blocks) if isinstance(b, Table) and (b.title or "").startswith(_DERIVATION_TABLES)),
+               len(blocks))
+    return blocks[:cut], blocks[cut:]
+
+
+_DERIVATION_TABLES = ("Trade-offs", "Kernels charged", "How the numbers were derived", "Assumptions")
+
+
+def launch_blocks(launch) -> list[Block]:
+    if not launch:
+        return []
+    blocks: list[Block] = [Heading("Launch command", level=2)]
     for cmd in launch:
         blocks.append(Paragraph(f"{cmd.engine}:", style="normal"))
         for step in cmd.steps:

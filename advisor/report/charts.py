@@ -56,7 +56,7 @@ def kv_pool_vs_context(checkpoint, plan) -> Chart | None:
     pool = plan.derivations.get("kv_pool_bytes")
     if pool is None or pool.value <= 0:
         return None
-    eng = load_engine_memory(plan.engine)
+    eng = load_engine_memory(plan.engine, plan.engine_version)
     lay = layout(checkpoint.arch, plan.recommendation.tp)
     limit = checkpoint.arch.max_position_embeddings or CONTEXTS[-1]
     xs = tuple(c for c in CONTEXTS if c <= limit) or (CONTEXTS[0],)

@@ -80,3 +80,27 @@ def benchmark_extra(measured: dict, verdicts) -> Extra:
                                   title=f"Likely causes ({v.metric} below prediction), ranked", style="warn"))
     return Extra("benchmark", "Benchmark vs prediction", Doc(tuple(blocks)),
                  {"measured": dict(measured), "verdicts": data})
+
+
+def quality_extra(weights, outputs, scheme_shares: dict[str, float]) -> Extra:
+    """Measured quality (advisor.quality.evidence records read from `quality --json` and `bench
+    --reference-url --json` files): evidence per format, the weight verdicts, the output agreement."""
+    from advisor.quality.evidence import evidence_doc, per_format
+
+    rows = per_format(scheme_shares, weights, outputs)
+    blocks: list = list(evidence_doc(rows).blocks)
+    for w in weights:
+        blocks.append(Paragraph(f"weight error of {w.candidate} ({w.source}): {w.line}",
+                                {"ok": "good", "degraded": "warn"}.get(w.status, "bad")))
+        blocks.append(Table(("format", "tensors", "median SNR dB", "median dB vs round-to-nearest"),
+                            tuple((f, str(n), f"{snr:.1f}", f"{ex:+.2f}") for f, (n, snr, ex) in w.by_family.items()),
+                            title="Weight error per format"))
+    for o in outputs:
+        kl = "N/A (a server returned no logprobs)" if o.mean_kl is None else f"{o.mean_kl:.4g} nats"
+        blocks.append(KeyValues((("candidate", o.candidate), ("greedy agreement", f"{o.agreement:.1%} (95 % "
+                                                                                  f"{o.low:.1%}-{o.high:.1%})"),
+                                 ("sample", f"{o.prompts} prompts, {o.tokens} tokens"), ("mean top-k KL", kl),
+                                 ("acceptance canary", o.canary or "not measured"), ("from", o.source)),
+                                title="Output agreement with the reference"))
+    data = {"evidence": to_jsonable(rows), "weights": to_jsonable(weights), "agreement": to_jsonable(outputs)}
+    return Extra("quality", "Quality (measured)", Doc(tuple(blocks)), data)

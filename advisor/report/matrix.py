@@ -176,7 +176,7 @@ def _cell(checkpoint, exp, gpu, count: int, workload, overrides, kv_decisions, c
     failing = next((x for x in exp.decisions if not x.runs), None)
     note = f"{failing.layer_class}: {failing.error}" if failing is not None and failing.error else ""
     try:
-        eng = load_engine_memory(exp.engine)
+        eng = load_engine_memory(exp.engine, exp.engine_version)
         plan = make_plan(checkpoint, exp, gpu, gpus=count, workload=workload, overrides=overrides or Overrides(),
                          calibration=calibration, kv_decisions=kv_decisions or None, engine_memory=eng)
     except (AdvisorError, ValueError, ArithmeticError) as err:

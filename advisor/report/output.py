@@ -55,7 +55,7 @@ def render(report, fmt: str) -> str:
     if fmt == "html":
         from advisor.report.html import to_html
 
-        return to_html(report.doc, report.title)
+        return to_html(report.doc, report.title, report.folded, report.answer)
     raise UsageError(f"unknown report format {fmt!r} (choose from {', '.join(FORMATS)})")
 
 

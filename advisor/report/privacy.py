@@ -30,9 +30,12 @@ class Scrubber:
 
     @staticmethod
     def make(secrets=(), *, home: str | None = None, install_dir: str | None = None,
-             cwd: str | None = None, identifiers=()) -> "Scrubber":
+             cwd: str | None = None, identifiers=(), elsewhere=()) -> "Scrubber":
+        """``elsewhere``: folders the report names that lie outside home and the working folder
+        (where a checkpoint or the report itself sits): they become ``<dir>``."""
         paths: dict[str, str] = {}
-        for prefix, placeholder in ((install_dir, "<nvfp4-advisor>"), (cwd, "."), (home, "~")):
+        for prefix, placeholder in ((install_dir, "<nvfp4-advisor>"), (cwd, "."), (home, "~"),
+                                    *((d, "<dir>") for d in elsewhere)):
             prefix = (prefix or "").rstrip("/")
             if len(prefix) > 1:
                 paths.setdefault(prefix, placeholder)
@@ -79,9 +82,10 @@ class Scrubber:
 
 
 def scrubber_for(environ, *, home: str | None, cwd: str | None, secrets=(), probe_result=None,
-                 calibration=None) -> Scrubber:
+                 calibration=None, paths=()) -> Scrubber:
     """The scrubber a report written on this machine needs: token variables of ``environ``, the
-    given secrets (an --api-key), the probed cards' UUIDs, and the home / working / install paths.
+    given secrets (an --api-key), the probed cards' UUIDs, the home / working / install paths, and
+    the folders of ``paths`` (the checkpoint, the report file) that lie elsewhere on the host.
     Callers pass what they read at the edge (os.environ, Path.home(), os.getcwd())."""
     from pathlib import Path
 
@@ -94,4 +98,33 @@ def scrubber_for(environ, *, home: str | None, cwd: str | None, secrets=(), prob
     if calibration is not None:
         uuids.append(calibration.uuid)
     return Scrubber.make(tuple(s for s in secrets if s) + env_secrets(environ), home=home, cwd=cwd,
-                         identifiers=uuids, install_dir=str(Path(advisor.__file__).resolve().parent.parent))
+                         identifiers=uuids, install_dir=str(Path(advisor.__file__).resolve().parent.parent),
+                         elsewhere=host_folders(paths, home=home, cwd=cwd))
+
+
+def host_folders(paths, *, home: str | None, cwd: str | None) -> tuple[str, ...]:
+    """The folders holding ``paths`` (as typed, absolute, and resolved) that lie outside home and
+    the working folder: a report names the checkpoint, never where on the host it sits."""
+    import os
+
+    base = cwd or os.getcwd()
+
+    def absolute(p: str) -> str:
+        if p.startswith("~") and home:
+            p = home + p[1:]
+        return os.path.normpath(os.path.join(base, p))
+
+    inside = tuple(p.rstrip("/") + "/" for p in (home, cwd) if p and len(p.rstrip("/")) > 1)
+    out: list[str] = []
+    for p in paths:
+        if not p or p.startswith("demo:") or not (p.startswith((".", "/", "~")) or os.path.exists(p)):
+            continue                                   # a hub id or a bundled demo names no host folder
+        full = absolute(p)
+        folders = [os.path.dirname(p.rstrip("/")), os.path.dirname(full)]
+        if os.path.exists(full):
+            folders.append(os.path.dirname(os.path.realpath(full)))
+        for folder in folders:
+            named = [c for c in folder.split("/") if c not in ("", ".", "..", "~")]
+            if named and not (absolute(folder) + "/").startswith(inside):
+                out.append(folder)
+    return tuple(dict.fromkeys(out))

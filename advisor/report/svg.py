@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import math
-from html import escape
+from html import escape as _html_escape
 
 from advisor.doc import Chart, Heatmap
+from advisor.untrusted import printable
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04")
+
+
+def escape(text: str) -> str:
+    """XML-escaped, control characters shown as escapes (they are not allowed in SVG at all)."""
+    return _html_escape(printable(str(text)))
 
 
 def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:

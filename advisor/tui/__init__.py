@@ -13,6 +13,13 @@ def create_app(**kwargs):
 
 
 def run_app(**kwargs) -> int:
+    import sys
+
+    from advisor.errors import UsageError
+
+    # Textual reads keys from stdin and draws on stderr: without both, the screen would wait forever.
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise UsageError("the TUI needs a terminal (stdin and stderr); for scripts use inspect, explain or plan")
     app = create_app(**kwargs)
     app.run()
     return app.return_code or 0

@@ -76,6 +76,16 @@ def launch_note(analysis: Any, engine: str | None, explainable: tuple[str, ...] 
     return analysis.verdict_reason
 
 
+def demo_note(analysis: Any) -> str:
+    """What to replace in a demo's command ('' for a real checkpoint): the demo has no weights."""
+    source = analysis.selection.checkpoint if analysis is not None else ""
+    if not source.startswith("demo:"):
+        return ""
+    return (f"{source} is a demo (configs, no weights): this is its tuned command. To run it, replace {source} "
+            "with your checkpoint — load your folder on F3 (Checkpoint) and the command is re-tuned for it — "
+            "then Ctrl+L.")
+
+
 def launch_command_line(analysis: Any, engine: str | None = None, *, gpu_here: bool = False) -> str:
     try:
         cmd = generated_command(analysis, engine, gpu_here=gpu_here)
@@ -118,10 +128,15 @@ def start_server(line: str, analysis: Any, *, engine: str | None = None, on_line
 
     cmd = command_from_line(line, analysis, engine, gpu_here=gpu_here)
     if cmd.settings.model.startswith("demo:"):
-        raise UsageError("a bundled demo is a description without weights: load a real checkpoint folder to launch")
+        raise UsageError(f"{cmd.settings.model} is a demo without weights: replace it with your checkpoint — load "
+                         "your folder on F3 (Checkpoint), then launch")
     log_dir = log_dir or pidfile.run_dir().parent / "logs"
     log = log_dir / f"{cmd.engine}-{cmd.settings.port}-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    return Server(cmd, log_path=log, on_line=on_line).start()
+    server = Server(cmd, log_path=log, on_line=on_line).start()
+    for swept in server.swept:           # orphans of an earlier run this start ended: said in the live log
+        if on_line:
+            on_line(f"nvfp4-advisor: {swept.text}")
+    return server
 
 
 class Launch:
@@ -292,28 +307,31 @@ def save_profile(name: str, line: str, analysis: Any, engine: str | None = None,
 
 
 def bench_doc(url: str, analysis: Any, *, server: Any = None, on_progress: Callable[[str], None] | None = None,
-              max_tokens: int = 128, shots: int = 1, concurrency: int = 4) -> Doc:
-    """Benchmark a server and judge it against the plan, as `bench --plan` does: the server's
-    processes watched, the kernel check of a server launched here as evidence. A server of another
-    engine than the plan's (e.g. `transformers serve` on the CPU) is measured but not judged."""
+              on_step: Callable[[Any], None] | None = None, cfg: Any = None) -> Doc:
+    """Benchmark a server and judge it against the plan, as `bench --plan` does, with the CLI's
+    defaults (launchers.bench.BenchConfig): the server's processes watched, the kernel check of a
+    server launched here (or by `nvfp4-advisor launch`) as evidence. A server of another engine than
+    the plan's (e.g. `transformers serve` on the CPU) is measured but not judged."""
     from urllib.parse import urlparse
 
-    from launchers import bench, kernel_check, report, verdict, watchdog
+    from launchers import bench, kernel_check, report, served, verdict, watchdog
     from launchers.settings import predicted_kv_tokens
 
     base = bench.check_url(url)
-    cfg = bench.BenchConfig(max_tokens=max_tokens, shots=shots, concurrency=concurrency, long_prompt_words=500,
-                            timeout_s=120.0)
-    served_here = server is not None and urlparse(base).port == server.cmd.settings.port
-    pids = [p.pid for p in server.processes()] if served_here else watchdog.listener_pids(urlparse(base).port or 80)
+    cfg = cfg or bench.BenchConfig()
+    port = urlparse(base).port or 80
+    served_here = server is not None and port == server.cmd.settings.port
+    launched = None if served_here else served.find(port)
+    pids = [p.pid for p in server.processes()] if served_here else watchdog.listener_pids(port)
     dog = watchdog.Watchdog(lambda: pids).start() if pids else None
     try:
-        rep = bench.run(base, cfg, on_progress=on_progress)
+        rep = bench.run(base, cfg, on_progress=on_progress, on_step=on_step)
     finally:
         samples = dog.stop() if dog else []
     if rep.ttft_s is None and (rep.concurrency is None or rep.concurrency.aggregate_tps is None):
-        raise AdvisorError(f"{base}: no request succeeded ({rep.failures[0] if rep.failures else 'no data'})")
-    found = watchdog.findings(samples) if dog else None
+        raise AdvisorError(bench.no_measurement(rep))
+    device = server.cmd.settings.device if served_here else (launched.device if launched is not None else None)
+    found = watchdog.findings(samples, expect_gpu=device != "cpu") if dog else None
     plan = getattr(analysis, "plan", None)
     planned = analysis.selection.engine if analysis is not None else None
     notes: tuple = ()
@@ -327,6 +345,10 @@ def bench_doc(url: str, analysis: Any, *, server: Any = None, on_progress: Calla
         check = None
         if served_here and getattr(analysis, "explanation", None) is not None:
             check = kernel_check.check(server.tail(4000), analysis.explanation, predicted_kv_tokens(plan.to_json()))
+        elif launched is not None:
+            from advisor.commands.bench import launch_check
+
+            check, _ = launch_check(launched, None, port)
         judged = dict(kernel_check=check, watch_findings=found, what_if=pred.what_if)
         verdicts.append(verdict.judge("decode tok/s (1 stream)", rep.decode_tps, pred.decode_tps, **judged))
         if rep.concurrency:
@@ -336,24 +358,37 @@ def bench_doc(url: str, analysis: Any, *, server: Any = None, on_progress: Calla
     return report.bench_doc(rep, verdicts, found or ()) + Doc(notes)
 
 
-def microbench_doc(analysis: Any, *, on_progress: Callable[[str], None] | None = None) -> Doc:
-    """Run the Triton microbenchmarks when a GPU is usable; otherwise say why not."""
+def agreement_doc(url: str, reference_url: str, *, on_progress: Callable[[str], None] | None = None,
+                  max_tokens: int | None = None) -> Doc:
+    """Output agreement with a reference server on the bundled prompts, as `bench --reference-url`."""
+    from advisor.quality.prompts import load_prompts
+    from advisor.quality.report import agreement_doc as to_doc
+    from launchers import agreement
+
+    return to_doc(agreement.run(url, reference_url, load_prompts(), max_tokens=max_tokens, timeout_s=120.0,
+                                on_progress=on_progress))
+
+
+def microbench_doc(analysis: Any, *, on_progress: Callable[[int, int, str], None] | None = None) -> Doc:
+    """Run the Triton microbenchmarks when a GPU is usable (``on_progress(done, total, case)``);
+    otherwise say why not."""
     from advisor.commands.microbench import gpu_unavailable
+    from advisor.install_hint import install_extra
 
     why = gpu_unavailable()
     if why:
         return Doc((Paragraph(f"No microbenchmarks: {why}", "warn"),
                     Paragraph("They measure this card's real bandwidth and kernel efficiency and calibrate the "
-                              "cost model; run them on a machine with an NVIDIA GPU and torch + triton installed "
-                              "(pip install 'nvfp4-advisor[kernels]').", "dim")))
+                              "cost model; run them on a machine with an NVIDIA GPU and torch + triton installed:",
+                              "dim"),
+                    Paragraph(install_extra("kernels"), "code")))
     from advisor.commands.microbench import measure
     from advisor.microbench.shapes import DEFAULT_M, default_shapes, shapes_from_checkpoint
 
     shapes = default_shapes()
     if analysis is not None and analysis.checkpoint is not None:
         shapes = shapes_from_checkpoint(analysis.checkpoint)
-    progress = (lambda done, total, label: on_progress(f"µbench {done}/{total}: {label}")) if on_progress else None
-    return measure(shapes, DEFAULT_M, budget_s=600.0, save=True, progress=progress).doc
+    return measure(shapes, DEFAULT_M, budget_s=600.0, save=True, progress=on_progress).doc
 
 
 def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path, *, launch_line: str = "",
@@ -389,7 +424,8 @@ def export_report(analysis: Any, probe_result: Any, fmt: str, path: Path, *, lau
     launch = ()
     if launch_line:
         launch = (LaunchCommand(engine=launch_engine or sel.engine, command_line=launch_line),)
-    scrubber = scrubber_for(os.environ, home=str(Path.home()), cwd=os.getcwd(), probe_result=probe_result)
+    scrubber = scrubber_for(os.environ, home=str(Path.home()), cwd=os.getcwd(), probe_result=probe_result,
+                            paths=(sel.checkpoint, str(path)))
     _, written, _ = export(ExportRequest(analysis=analysis, header=header, fmt=fmt, hardware=hardware,
                                          launch=launch, scrubber=scrubber), path, overwrite=overwrite)
     return written

@@ -39,6 +39,7 @@ from advisor.doc import Doc, Paragraph
 from advisor.errors import AdvisorError
 from advisor.tui.commands import AdvisorCommands
 from advisor.tui.docview import DocView
+from advisor.tui.stepbar import StepBar
 from advisor.user_state import UserState, load_state, save_state
 
 REPORT_SUFFIXES = (".md", ".json", ".html")
@@ -60,6 +61,8 @@ def report_path_for(value: str, fmt: str) -> str:
 
 
 TABS = ("hardware", "checkpoint", "explain", "cost", "launch", "bench", "microbench", "export")
+# F2…F9 share one footer entry ("f2 … f9 tabs", in the tab bar's order): every key fits in 80 columns
+_TAB_KEYS = Binding.Group("tabs", compact=False)
 
 
 class AdvisorApp(App):
@@ -67,18 +70,18 @@ class AdvisorApp(App):
     TITLE = "nvfp4-advisor"
     COMMANDS = App.COMMANDS | {AdvisorCommands}
     BINDINGS = [
-        Binding("f2", "show_tab('hardware')", "GPU", priority=True),
-        Binding("f3", "show_tab('checkpoint')", "Ckpt", priority=True),
-        Binding("f4", "show_tab('explain')", "Explain", priority=True),
-        Binding("f5", "show_tab('cost')", "Cost", priority=True),
-        Binding("f6", "show_tab('launch')", "Launch", priority=True),
-        Binding("f7", "show_tab('bench')", "Bench", show=False, priority=True),
-        Binding("f8", "show_tab('microbench')", "µbench", show=False, priority=True),
-        Binding("f9", "show_tab('export')", "Export", priority=True),
+        Binding("f2", "show_tab('hardware')", "GPU", priority=True, group=_TAB_KEYS),
+        Binding("f3", "show_tab('checkpoint')", "Ckpt", priority=True, group=_TAB_KEYS),
+        Binding("f4", "show_tab('explain')", "Explain", priority=True, group=_TAB_KEYS),
+        Binding("f5", "show_tab('cost')", "Cost", priority=True, group=_TAB_KEYS),
+        Binding("f6", "show_tab('launch')", "Launch", priority=True, group=_TAB_KEYS),
+        Binding("f7", "show_tab('bench')", "Bench", priority=True, group=_TAB_KEYS),
+        Binding("f8", "show_tab('microbench')", "µbench", priority=True, group=_TAB_KEYS),
+        Binding("f9", "show_tab('export')", "Export", priority=True, group=_TAB_KEYS),
         Binding("ctrl+t", "toggle_theme", "Theme", show=False),
-        Binding("ctrl+l", "launch", "Launch", show=False),
+        Binding("ctrl+l", "launch", "Launch"),
         # priority: Input/TextArea bind ctrl+x to cut; with no server running the key falls through to them
-        Binding("ctrl+x", "stop", "Stop server", show=False, priority=True),
+        Binding("ctrl+x", "stop", "Stop", priority=True),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -104,6 +107,7 @@ class AdvisorApp(App):
         self._restore_profile = state.launch_profile   # shown once the first analysis has a command
         self._quitting = False
         self._overwrite: Path | None = None     # an existing report file the next Export may replace
+        self._leaving = False                   # exit() was asked for: workers no longer touch the widgets
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -147,17 +151,20 @@ class AdvisorApp(App):
                                  id="profile-select", compact=True)
                     yield Input("", placeholder="profile name", id="profile-name", compact=True)
                     yield Button("Save", id="launch-save", compact=True)
-                yield Label("stopped", id="launch-state")
+                yield Label("stopped", id="launch-state", markup=False)
                 yield DocView(id="kernel-check", placeholder="")
                 yield RichLog(id="launch-log", highlight=True, markup=False, max_lines=5000)
             with TabPane("Bench", id="bench"):
                 with Horizontal(classes="toolbar"):
                     yield Input("", placeholder="server URL (default: the launched server)", id="bench-url")
+                    yield Input("", placeholder="reference URL (optional: output agreement)", id="bench-reference")
                     yield Button("Run", id="bench-run", variant="primary")
+                yield StepBar(id="bench-progress")
                 yield DocView(id="bench-view", placeholder="Launch a server (F6) or enter a URL, then Run.")
             with TabPane("µbench", id="microbench"):
                 with Horizontal(classes="toolbar"):
                     yield Button("Run microbenchmarks", id="microbench-run", variant="primary")
+                yield StepBar(id="microbench-progress")
                 yield DocView(id="microbench-view", placeholder="Measures this card with our Triton kernels.")
             with TabPane("Export", id="export"):
                 with Horizontal(classes="toolbar"):
@@ -166,7 +173,7 @@ class AdvisorApp(App):
                     yield Input("nvfp4-report.md", id="export-path")
                     yield Button("Export", id="export-run", variant="primary")
                 yield DocView(id="export-view", placeholder="Export the current analysis as a report.")
-        yield Static("", id="status")
+        yield Static("", id="status", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -240,14 +247,41 @@ class AdvisorApp(App):
 
     def _show_launch_note(self) -> None:
         explainable = tuple(dict.fromkeys(v.partition("@")[0] for _, v in self.engine_choices))
-        text = actions.launch_note(self.analysis, self.launch_engine, explainable)
+        text = actions.launch_note(self.analysis, self.launch_engine, explainable) or actions.demo_note(self.analysis)
         note = self.query_one("#launch-note", Static)
         note.update(text)
         note.tooltip = text or None       # the whole warning where 4 lines cut it (80 columns)
         note.display = bool(text)
 
     def set_status(self, text: str) -> None:
-        self.query_one("#status", Static).update(text)
+        from advisor.untrusted import printable
+
+        self.query_one("#status", Static).update(printable(text))
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Notifications carry paths, errors and server text: shown as written, never as markup."""
+        from advisor.untrusted import printable
+
+        super().notify(printable(message, multiline=True), title=printable(title), severity=severity,
+                       timeout=timeout, markup=False)
+
+    def exit(self, *args: Any, **kwargs: Any) -> None:
+        self._leaving = True
+        super().exit(*args, **kwargs)
+
+    def _from_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call_from_thread`` for workers, which may finish after Ctrl+Q: once the app is closing its
+        widgets are being removed, so the result is dropped (a query would raise NoMatches)."""
+        if self._leaving:
+            return None
+        try:
+            return self.call_from_thread(self._while_open, fn, *args, **kwargs)
+        except RuntimeError:        # the app has already gone
+            return None
+
+    def _while_open(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return None if self._leaving else fn(*args, **kwargs)
 
     # ------------------------------------------------------------------ actions
     def action_show_tab(self, tab: str) -> None:
@@ -308,6 +342,12 @@ class AdvisorApp(App):
             self._stop_worker(sup)
 
     def action_export(self, fmt: str) -> None:
+        """The palette's export: the path's suffix follows the format now, not when the Select's
+        Changed message arrives (that came after the export had read the old .md path)."""
+        path = self.query_one("#export-path", Input)
+        wanted = report_path_for(path.value, fmt)
+        if path.value != wanted:
+            path.value = wanted
         self.query_one("#export-format", Select).value = fmt
         self.action_show_tab("export")
         self.export_report()
@@ -410,8 +450,9 @@ class AdvisorApp(App):
         self.export_report()
 
     @on(Input.Changed, "#export-path")
-    def _export_path_edited(self) -> None:
-        self._overwrite = None        # the confirmation was for the file named before
+    def _export_path_edited(self, event: Input.Changed) -> None:
+        if self._overwrite is not None and Path(event.value).expanduser() != self._overwrite:
+            self._overwrite = None    # the confirmation was for the file named before
 
     @on(Button.Pressed, "#launch-start")
     def _launch_pressed(self) -> None:
@@ -428,6 +469,7 @@ class AdvisorApp(App):
 
     @on(Button.Pressed, "#bench-run")
     @on(Input.Submitted, "#bench-url")
+    @on(Input.Submitted, "#bench-reference")
     def _bench_pressed(self) -> None:
         self.run_bench()
 
@@ -442,8 +484,8 @@ class AdvisorApp(App):
             result = self._probe_fn()
         except Exception as err:  # the probe must never take the app down
             result = None
-            self.call_from_thread(self.notify, f"probe failed: {err}", severity="error")
-        self.call_from_thread(self._probe_done, result)
+            self._from_worker(self.notify, f"probe failed: {err}", severity="error")
+        self._from_worker(self._probe_done, result)
 
     def _probe_done(self, result: Any) -> None:
         self.probe_result = result
@@ -453,7 +495,8 @@ class AdvisorApp(App):
         self.show_hardware()
 
     def show_hardware(self) -> None:
-        doc = views.hardware_doc(self.probe_result, self.state.gpu_id, self.state.gpus)
+        """The first screen: the answer for the current choice, then the probe and the planning set."""
+        doc = views.start_doc(self.probe_result, self.analysis, self.selection(), self.state.gpu_id, self.state.gpus)
         self.query_one("#hardware-view", DocView).show(doc)
 
     # ------------------------------------------------------------------ analysis
@@ -471,7 +514,7 @@ class AdvisorApp(App):
     @work(thread=True, exclusive=True, group="analysis")
     def run_analysis(self, sel: Selection) -> None:
         result = analyze(sel)
-        self.call_from_thread(self._analysis_done, result)
+        self._from_worker(self._analysis_done, result)
 
     def _analysis_done(self, result: Analysis) -> None:
         self.analysis = result
@@ -481,6 +524,7 @@ class AdvisorApp(App):
         self.query_one("#checkpoint-view", DocView).show(views.checkpoint_doc(result))
         self.query_one("#explain-view", DocView).show(views.explain_doc(result))
         self.query_one("#cost-view", DocView).show(views.cost_doc(result))
+        self.show_hardware()
         self.query_one("#launch-command", TextArea).text = actions.launch_command_line(
             result, self.launch_engine, gpu_here=self.gpu_here)
         self._show_launch_note()
@@ -488,7 +532,7 @@ class AdvisorApp(App):
         if self.supervisor is None:
             demo = result.selection.checkpoint.startswith("demo:")
             self.query_one("#launch-state", Label).update(
-                "demo checkpoint: a description without weights — load a real folder to launch" if demo else "stopped")
+                "demo: load your checkpoint on F3 to launch" if demo else "stopped")
         sel = result.selection
         state = result.verdict or ("ok" if result.ok else "with errors")
         self._summary = f"{sel.checkpoint} · {sel.gpus}× {sel.gpu_id} · {sel.engine} · {sel.workload} — {state}"
@@ -525,31 +569,35 @@ class AdvisorApp(App):
             demo_list.add_options(self._source_options())
 
     # ------------------------------------------------------------------ export
-    @work(thread=True, exclusive=True, group="export")
     def export_report(self) -> None:
-        fmt = self.query_one("#export-format", Select).value
+        """Export what the tab shows now: format, path and command are read here, on the UI thread,
+        and handed to the worker (it never reads widgets another handler may still be changing)."""
+        fmt = str(self.query_one("#export-format", Select).value)
         path = Path(self.query_one("#export-path", Input).value).expanduser()
+        view = self.query_one("#export-view", DocView)
         if path.is_file() and self._overwrite != path:
             # nothing is replaced without the user saying so: the same Export again confirms
             self._overwrite = path
             msg = f"{path} exists: press Export again to overwrite it"
-            self.call_from_thread(self.notify, msg, title="not exported", severity="warning")
-            self.call_from_thread(self.query_one("#export-view", DocView).message, msg, "warn")
+            self.notify(msg, title="not exported", severity="warning")
+            view.message(msg, "warn")
             return
         confirmed, self._overwrite = self._overwrite == path, None
+        line = self.query_one("#launch-command", TextArea).text.strip()
+        self._export_worker(fmt, path, line, self.launch_engine, confirmed, view)
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export_worker(self, fmt: str, path: Path, line: str, engine: str, confirmed: bool, view: DocView) -> None:
         try:
-            line = self.query_one("#launch-command", TextArea).text.strip()
-            written = actions.export_report(self.analysis, self.probe_result, str(fmt), path,
-                                            launch_line=line, launch_engine=self.launch_engine,
-                                            overwrite=confirmed)
+            written = actions.export_report(self.analysis, self.probe_result, fmt, path, launch_line=line,
+                                            launch_engine=engine, overwrite=confirmed)
         except (AdvisorError, OSError) as err:
-            self.call_from_thread(self.notify, str(err), title="export failed", severity="error")
-            self.call_from_thread(self.query_one("#export-view", DocView).message, str(err), "bad")
+            self._from_worker(self.notify, str(err), title="export failed", severity="error")
+            self._from_worker(view.message, str(err), "bad")
             return
         self.last_report = written
-        doc = Doc((Paragraph(f"Report written to {written}", "good"),))
-        self.call_from_thread(self.query_one("#export-view", DocView).show, doc)
-        self.call_from_thread(self.notify, f"report written: {written}")
+        self._from_worker(view.show, Doc((Paragraph(f"Report written to {written}", "good"),)))
+        self._from_worker(self.notify, f"report written: {written}")
 
     # ------------------------------------------------------------------ launch
     def launch_server(self) -> None:
@@ -564,38 +612,34 @@ class AdvisorApp(App):
         self.query_one("#launch-start", Button).disabled = True
         self.query_one("#launch-stop", Button).disabled = False
         self._launch = actions.Launch()
-        self.run_server(line, self.launch_engine, self._launch)
+        self.run_server(line, self.launch_engine, self._launch, self.query_one("#launch-log", RichLog),
+                        self.query_one("#launch-state", Label), self.query_one("#kernel-check", DocView))
 
     @work(thread=True, exclusive=True, group="launch")
-    def run_server(self, line: str, engine: str, launch: actions.Launch) -> None:
-        log = self.query_one("#launch-log", RichLog)
-        state = self.query_one("#launch-state", Label)
+    def run_server(self, line: str, engine: str, launch: actions.Launch, log: RichLog, state: Label,
+                   check: DocView) -> None:
         try:
             sup = launch.start(line, self.analysis, engine=engine, gpu_here=self.gpu_here,
-                               on_line=lambda s: self.call_from_thread(self._log_line, log, engine, s))
+                               on_line=lambda s: self._from_worker(self._log_line, log, engine, s))
         except AdvisorError as err:
-            self.call_from_thread(self.notify, str(err), severity="error")
-            self.call_from_thread(self._server_gone)
+            self._from_worker(self.notify, str(err), severity="error")
+            self._from_worker(self._server_gone)
             return
         if sup is None:             # stopped (or quit) before the server was up: nothing was left running
-            try:
-                self.call_from_thread(self._launch_cancelled)
-            except RuntimeError:    # the app has already gone
-                pass
+            self._from_worker(self._launch_cancelled)
             return
-        self.call_from_thread(self._server_started, launch, sup)
-        self.call_from_thread(state.update, "starting…")
-        ready = actions.wait_ready(sup, on_progress=lambda s: self.call_from_thread(state.update, s))
+        self._from_worker(self._server_started, launch, sup)
+        self._from_worker(state.update, "starting…")
+        ready = actions.wait_ready(sup, on_progress=lambda s: self._from_worker(state.update, s))
         if launch.cancelled:        # stopped while loading: the stop worker reports it
             return
-        self.call_from_thread(state.update, ready.summary)
-        check = self.query_one("#kernel-check", DocView)
-        self.call_from_thread(check.show, actions.kernel_check_doc(sup, self.analysis) + ready.detail
-                              if ready.ok else ready.detail)
+        self._from_worker(state.update, ready.summary)
+        self._from_worker(check.show, actions.kernel_check_doc(sup, self.analysis) + ready.detail
+                          if ready.ok else ready.detail)
         if not ready.ok:
-            self.call_from_thread(self.notify, ready.summary, severity="error", timeout=10)
+            self._from_worker(self.notify, ready.summary, severity="error", timeout=10)
             actions.stop_server(sup)
-            self.call_from_thread(self._server_gone)
+            self._from_worker(self._server_gone)
 
     def _log_line(self, log: RichLog, engine: str, line: str) -> None:
         from rich.text import Text
@@ -622,7 +666,7 @@ class AdvisorApp(App):
         try:
             actions.stop_server(sup)
         finally:
-            self.call_from_thread(self._server_gone)
+            self._from_worker(self._server_gone)
 
     def _launch_cancelled(self) -> None:
         self._server_gone("launch cancelled")
@@ -651,39 +695,57 @@ class AdvisorApp(App):
         self.update_state(launch_profile=name)
 
     # ------------------------------------------------------------------ bench
-    @work(thread=True, exclusive=True, group="bench")
     def run_bench(self) -> None:
+        """Benchmark the URL on the tab (or the launched server) with the CLI's defaults; what the
+        worker needs is read here, on the UI thread, and the progress bar shows tokens and the ETA."""
         view = self.query_one("#bench-view", DocView)
         url = self.query_one("#bench-url", Input).value.strip() or actions.server_url(self.supervisor)
         if not url:
-            self.call_from_thread(self.notify, "launch a server or enter its URL first", severity="warning")
+            self.notify("launch a server or enter its URL first", severity="warning")
             return
-        self.call_from_thread(view.message, f"benchmarking {url}…")
+        reference = self.query_one("#bench-reference", Input).value.strip()
+        from launchers.bench import BenchConfig
+
+        cfg = BenchConfig()
+        view.message(f"benchmarking {url}: {cfg.settings}…")
+        bar = self.query_one("#bench-progress", StepBar).bar("bench")
+        self._bench_worker(url, reference, cfg, view, bar)
+
+    @work(thread=True, exclusive=True, group="bench")
+    def _bench_worker(self, url: str, reference: str, cfg: Any, view: DocView, bar: Any) -> None:
         try:
-            doc = actions.bench_doc(url, self.analysis, server=self.supervisor,
-                                    on_progress=lambda s: self.call_from_thread(self.set_status, s))
+            doc = actions.bench_doc(url, self.analysis, server=self.supervisor, on_step=bar, cfg=cfg)
+            if reference:
+                doc = doc + actions.agreement_doc(url, reference,
+                                                  on_progress=lambda s: self._from_worker(self.set_status, s))
         except AdvisorError as err:
-            self.call_from_thread(self.notify, str(err), severity="error")
-            self.call_from_thread(view.message, str(err), "bad")
+            self._from_worker(self.notify, str(err), severity="error")
+            self._from_worker(view.message, str(err), "bad")
             return
         finally:
-            self.call_from_thread(self.set_status, self._summary)
-        self.call_from_thread(view.show, doc)
+            bar.close()
+            self._from_worker(self.set_status, self._summary)
+        self._from_worker(view.show, doc)
 
     # ------------------------------------------------------------------ microbench
-    @work(thread=True, exclusive=True, group="microbench")
     def run_microbench(self) -> None:
         view = self.query_one("#microbench-view", DocView)
-        self.call_from_thread(view.message, "running microbenchmarks…")
+        view.message("running microbenchmarks…")
+        self._microbench_worker(view, self.query_one("#microbench-progress", StepBar).bar("µbench"))
+
+    @work(thread=True, exclusive=True, group="microbench")
+    def _microbench_worker(self, view: DocView, bar: Any) -> None:
+        from advisor.progress import Step
+
         try:
             doc = actions.microbench_doc(self.analysis,
-                                         on_progress=lambda s: self.call_from_thread(self.set_status, s))
+                                         on_progress=lambda done, total, label: bar(Step(done, total, "case", label)))
         except AdvisorError as err:
-            self.call_from_thread(self.notify, str(err), severity="error")
+            self._from_worker(self.notify, str(err), severity="error")
             doc = Doc((Paragraph(str(err), "bad"),))
         finally:
-            self.call_from_thread(self.set_status, self._summary)
-        self.call_from_thread(view.show, doc)
+            bar.close()
+        self._from_worker(view.show, doc)
 
     def on_unmount(self) -> None:
         launch = self._launch

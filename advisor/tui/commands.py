@@ -7,6 +7,15 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 
+def _on_tab(app, tab: str, action):
+    """An action run where its result shows: the palette closes onto that tab."""
+    def run() -> None:
+        app.action_show_tab(tab)
+        action()
+
+    return run
+
+
 class AdvisorCommands(Provider):
     def _commands(self):
         app = self.app
@@ -27,14 +36,16 @@ class AdvisorCommands(Provider):
         for label, gpu_id in getattr(app, "gpu_choices", ()):
             yield f"GPU: {label}", partial(app.query_one("#gpu-select").__setattr__, "value", gpu_id), \
                 "plan for this card (what-if)"
-        yield "Launch server", app.launch_server, "start the generated serve command"
-        yield "Save launch profile", app.save_launch_profile, "save the (edited) command under the profile name"
-        yield "Stop server", app.stop_server, "stop the launched server (whole process group)"
-        yield "Run benchmark", app.run_bench, "benchmark the running server against the plan"
-        yield "Run microbenchmarks", app.run_microbench, "measure this GPU with the bundled Triton kernels"
+        yield "Launch server", app.action_launch, "start the generated serve command"
+        yield "Save launch profile", _on_tab(app, "launch", app.save_launch_profile), \
+            "save the (edited) command under the profile name"
+        yield "Stop server", _on_tab(app, "launch", app.stop_server), "stop the launched server (whole process group)"
+        yield "Run benchmark", _on_tab(app, "bench", app.run_bench), "benchmark the running server against the plan"
+        yield "Run microbenchmarks", _on_tab(app, "microbench", app.run_microbench), \
+            "measure this GPU with the bundled Triton kernels"
         for fmt in ("md", "json", "html"):
             yield f"Export report as {fmt}", partial(app.action_export, fmt), "write a compatibility report"
-        yield "Re-probe GPUs", app.run_probe, "query NVML again"
+        yield "Re-probe GPUs", _on_tab(app, "hardware", app.run_probe), "query NVML again"
         yield "Toggle dark/light theme", app.action_toggle_theme, "switch theme (remembered)"
 
     async def discover(self) -> Hits:

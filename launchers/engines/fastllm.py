@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.engine_flags import context_args, fastllm_speculative_args
+from advisor.engine_flags import chat_template_args, context_args, fastllm_speculative_args
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -74,6 +74,7 @@ def build(s, version, note) -> LaunchCommand:
         if sp.method == "dflash":
             notes.append(f"--speculative_num_draft_tokens is the DFlash block incl. the anchor: "
                          f"{sp.draft_tokens} drafted + 1; the draft must be a DFlash2DraftModel for a Qwen3.5 target")
+    argv += chat_template_args("fastllm", s.chat_template)
     if s.api_key:
         argv += ["--api_key", s.api_key]
         notes.append("the API key is passed on the command line: other users of this machine can see it "

@@ -3,8 +3,8 @@ engines-launch.md §1)."""
 
 from __future__ import annotations
 
-from advisor.engine_flags import (SGLANG_BLOCK_DRAFTERS, SGLANG_NEEDS_DRAFT, SGLANG_SPEC, context_args,
-                                  sglang_speculative_args)
+from advisor.engine_flags import (SGLANG_BLOCK_DRAFTERS, SGLANG_NEEDS_DRAFT, SGLANG_SPEC, chat_template_args,
+                                  context_args, sglang_speculative_args)
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -84,6 +84,7 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--moe-runner-backend", s.moe_backend]
     if s.prefix_caching is False:
         argv += ["--disable-radix-cache"]
+    argv += chat_template_args("sglang", s.chat_template)
     if s.api_key:
         argv += ["--api-key", s.api_key]
         notes.append("the API key is passed on the command line: other users of this machine can see it "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.engine_flags import VLLM_NEEDS_DRAFT, VLLM_SPEC, context_args, vllm_speculative_config
+from advisor.engine_flags import VLLM_NEEDS_DRAFT, VLLM_SPEC, chat_template_args, context_args, vllm_speculative_config
 from launchers.cluster import ray_steps
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -63,6 +63,7 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--enable-prefix-caching"]
     elif s.prefix_caching is False:
         argv += ["--no-enable-prefix-caching"]
+    argv += chat_template_args("vllm", s.chat_template)
     if not s.cuda_graphs:
         argv += ["--enforce-eager"]
         notes.append("--enforce-eager turns off CUDA graphs and torch.compile (vllm/config/model.py:276-283@0.33.0)")

@@ -22,7 +22,8 @@ _KEYS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_val
          "intermediate_size", "vocab_size", "layer_types", "num_experts", "num_experts_per_tok", "kv_lora_rank",
          "full_attention_interval", "hybrid_override_pattern", "sliding_window", "tie_word_embeddings",
          "text_config", "vision_config", "moe_intermediate_size", "first_k_dense_replace", "mtp_num_hidden_layers",
-         "linear_num_value_heads", "layers_block_type", "linear_attn_config", "decoder_sparse_step", "model_type"]
+         "linear_num_value_heads", "layers_block_type", "linear_attn_config", "decoder_sparse_step", "model_type",
+         "architectures", "n_embd", "n_layer", "block_configs", "torch_dtype", "quantization"]
 
 _QC = st.fixed_dictionaries({
     "quant_method": st.sampled_from(["compressed-tensors", "modelopt", "fp8", "gptq", "awq", "bitsandbytes", "mxfp4",
@@ -55,3 +56,9 @@ def test_config_fuzz(overrides, qc, hf_quant):
         assert "\n" not in str(err)
         return
     assert info.totals.params >= 0 and info.label
+    # what inspect / report print of it renders too (a non-string model_type once failed only here)
+    from advisor.checkpoint.report import to_doc, to_payload
+    from advisor.jsonout import document
+
+    to_doc(info)
+    json.dumps(document("inspect", to_payload(info)))

@@ -45,7 +45,7 @@ def test_modelopt_quant_algos(tmp_path, algo, label):
 def test_modelopt_unknown_algo(tmp_path):
     hq = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP3_MAGIC"}}
     info = inspect_checkpoint(_cfg_folder(tmp_path, "m", dict(LLAMA_CONFIG), hq))
-    assert info.producer == "unknown" and info.label == "BF16"
+    assert info.producer == "unknown" and info.label == "UNKNOWN"       # never a confident 16-bit label
     assert any(f.code == "unknown-quant-algo" for f in info.findings) and info.raw_quant_config == hq
 
 

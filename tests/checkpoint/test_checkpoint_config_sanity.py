@@ -195,7 +195,6 @@ def test_ct_config_with_stray_hf_quant_config(build):
     ("num_key_value_heads", -2, "num_kv_heads", 0),
     ("num_attention_heads", 0, "num_attention_heads", 0),
     ("max_position_embeddings", -1, "max_position_embeddings", None),
-    ("hidden_size", "4096", "hidden_size", 0),
     ("hidden_size", math.nan, "hidden_size", 0),
     ("vocab_size", 0, "vocab_size", 0),
 ])
@@ -239,11 +238,24 @@ def test_layer_count_vs_tensors(build, declared):
          severity="warn")
 
 
-def test_config_only_invalid_hidden_refused(build, capsys):
-    # nothing to size the modules from: refused (exit 3, bad file), never a zero-byte answer
+def test_config_only_invalid_hidden_is_scheme_without_sizes(build, capsys):
+    # nothing to size the modules from: the scheme is answered, sizes are N/A, never a zero-byte answer
     folder = build("a", None, dict(LLAMA_CONFIG, hidden_size=0))
-    assert main(["inspect", folder]) == 3
-    assert "hidden_size" in capsys.readouterr().err
+    assert main(["inspect", folder]) == 0
+    out = capsys.readouterr().out
+    assert "hidden_size is 0" in out and "cannot be computed" in out and "N/A (sizes unknown)" in out
+
+
+@pytest.mark.parametrize("key,value", [("hidden_size", "4096"), ("model_type", ["llama"]), ("architectures", "X"),
+                                       ("tie_word_embeddings", "false"), ("layer_types", [1, 2]),
+                                       ("text_config", "x"), ("block_configs", [1])])
+def test_config_value_of_wrong_type_is_one_line(build, capsys, key, value):
+    """A value of the wrong JSON type is one line naming the key (exit 3), for inspect and report alike."""
+    folder = build("a", None, dict(LLAMA_CONFIG, **{key: value}))
+    for argv in (["inspect", folder], ["report", folder, "--gpu", "rtx-3090", "-o", folder + "/r.md"]):
+        assert main(argv) == 3
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "config.json" in err[0] and key in err[0] and "expected" in err[0], err
 
 
 def test_header_without_tensors_is_bad_input(tmp_path, capsys):

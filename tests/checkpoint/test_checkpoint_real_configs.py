@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from advisor.checkpoint.inspect import inspect_checkpoint
+from corpus_files import real_configs_dir, require
 
-DATA = Path(__file__).parent / "data" / "real_configs"
+DATA = require(real_configs_dir)
 
 # name -> (label, producer, declared kv cache quant)
 EXPECTED = {
@@ -26,7 +27,7 @@ EXPECTED = {
     "moonshotai--Kimi-K2.5": ("W4A16-INT4", "compressed-tensors", None),          # E8, nested text_config
     "moonshotai--Kimi-K3": ("W4A16-MXFP4", "compressed-tensors", None),           # E9
     "nvidia--DeepSeek-V3.1-NVFP4": ("W4A4-NVFP4", "modelopt", "fp8"),
-    "nvidia--DeepSeek-V4-Flash-NVFP4": ("W4A4-NVFP4", "modelopt", None),
+    "nvidia--DeepSeek-V4-Flash-NVFP4": ("MIXED", "fp8", None),   # FP8-block linears + NVFP4 experts (vLLM dsv4)
     "nvidia--GLM-5-NVFP4": ("W4A4-NVFP4", "modelopt", "fp8"),
     "nvidia--Gemma-4-31B-IT-NVFP4": ("W4A4-NVFP4", "modelopt", "fp8"),            # E4
     "nvidia--Kimi-K2.6-NVFP4": ("W4A4-NVFP4", "modelopt", "fp8"),

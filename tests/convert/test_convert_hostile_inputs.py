@@ -42,7 +42,8 @@ def _bf16(name="model.layers.0.mlp.down_proj.weight", n=32, k=64):
 
 HOSTILE = {
     # what the error must say: header
-    "data_offsets must be [begin, end] integers": {"w": {"dtype": "BF16", "shape": [2], "data_offsets": ["0", "4"]}},
+    "data_offsets ['0', '4'] are invalid (need [begin, end], non-negative integers)":
+        {"w": {"dtype": "BF16", "shape": [2], "data_offsets": ["0", "4"]}},
     "shape must be a list of non-negative integers": {"w": {"dtype": "BF16", "shape": [-2, -1],
                                                             "data_offsets": [0, 4]}},
     "shape must be a list": {"w": {"dtype": "BF16", "shape": [2.5], "data_offsets": [0, 4]}},
@@ -184,18 +185,6 @@ def test_verify_doc_caps_structure_lines_and_states_notes_once():
     assert [r[3] for r in rows] == ["0,1 2,5", "-"]
 
 
-@pytest.mark.parametrize("width", [80, 40, 12])
-def test_progress_line_never_wraps(width):
-    from advisor.commands.convert import progress_line
-
-    name = "model.language_model.layers.47.mlp.experts.127.gate_proj.weight"
-    line = progress_line("write", 1_234_567_890, 9_876_543_210, name, width)
-    assert len(line) == width - 1                      # fills the line (erases the last one), never wraps
-    if width == 80:
-        assert line.startswith("writing") and "12.5%" in line and "1.23/9.88 GB" in line
-        assert line.rstrip().endswith("gate_proj.weight")
-
-
 def test_inspect_flags_the_converters_uncalibrated_input_scales(tmp_path):
     """convert's default output (NVFP4 with input_scale 1.0) is W4A4 to an engine: inspect says the
     activation scales are uncalibrated; --weight-only output and a calibrated scale do not warn."""
@@ -333,23 +322,29 @@ def test_keep_pattern_that_matches_nothing_is_reported(tmp_path, capsys):
 
 def test_progress_width_comes_from_stderrs_terminal(monkeypatch):
     """stdout is often redirected (`convert ... > log`) while the progress goes to the terminal on
-    stderr: the width must be that terminal's."""
+    stderr: the bar (advisor/cli.py RichBar, shared by convert, verify, bench, microbench) takes that
+    terminal's width and never wraps."""
     import fcntl
+    import subprocess
+    import sys
     import termios
 
-    from advisor.commands.convert import terminal_width
-
-    monkeypatch.delenv("COLUMNS", raising=False)
+    code = ("import io\nfrom rich.console import Console\nfrom advisor.cli import RichBar\n"
+            "from advisor.progress import Step\nbar = RichBar('convert')\n"
+            "bar(Step(1_234_567_890, 9_876_543_210, 'B', 'writing'))\n"
+            "w = bar.progress.console.width\nout = io.StringIO()\n"
+            "Console(file=out, width=w).print(bar.progress.get_renderable())\nbar.close()\n"
+            "print(w)\nprint(out.getvalue())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     master, slave = os.openpty()
     try:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))
-        with os.fdopen(os.dup(slave), "w") as tty:
-            assert terminal_width(tty) == 60
-        with open(os.devnull, "w") as null:
-            assert terminal_width(null) == 80                    # not a terminal: the default
-        monkeypatch.setenv("COLUMNS", "100")
-        with os.fdopen(os.dup(slave), "w") as tty:
-            assert terminal_width(tty) == 100                     # an explicit COLUMNS wins
+        res = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=slave,
+                             stdin=subprocess.DEVNULL, env=env, timeout=60, text=True)
     finally:
         os.close(master)
         os.close(slave)
+    assert res.returncode == 0
+    width, *lines = res.stdout.splitlines()
+    assert int(width) == 60
+    assert all(len(line) <= 60 for line in lines) and "1.23/9.88 GB" in res.stdout and "writing" in res.stdout

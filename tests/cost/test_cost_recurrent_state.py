@@ -1,7 +1,7 @@
 """GDN / Mamba per-request recurrent state: bytes per GPU, pool share, concurrency, decode traffic.
 
 Hand-computed numbers follow vLLM 0.33.0 MambaStateShapeCalculator / _align_hybrid_block_size and
-SGLang 0.5.23 _handle_max_mamba_cache (the sources cited in profiles/engine_memory.yaml).
+SGLang 0.5.23 _handle_max_mamba_cache (the sources cited in profiles/engine_memory/).
 """
 
 from __future__ import annotations

@@ -36,7 +36,9 @@ def _linear_time(ctx, m=8192):
 def test_marlin_decode_streams_at_91_to_94_percent_of_dram(scheme):
     ctx = _ctx(scheme)
     step = ctx.model.decode_step(1, 0, BF16_KV)
-    achieved = step.bytes_read / step.t_bytes / 1e9
+    # the Marlin groups (the BF16 head and attention are charged their own measured kernels)
+    marlin = [c for c in step.parts if c.family == "tiled"]
+    achieved = sum(c.weight_bytes for c in marlin) / sum(c.t_bytes for c in marlin) / 1e9
     assert 0.91 <= achieved / 936.0 <= 0.94
     assert step.bound == "bandwidth" or step.t_bytes >= step.t_compute
 

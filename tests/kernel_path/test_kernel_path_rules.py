@@ -185,8 +185,8 @@ def test_gpt_oss_dense_layers_stay_bf16_and_moe_is_mxfp4():
     ck = replace(ck, producer="mxfp4", label="W4A16-MXFP4", modules=ck.modules[:-1] + (expert,))
     by = {("rtx-5090", "dense_linear"): "UnquantizedLinearMethod (cuBLAS)",
           ("rtx-5090", "moe_experts"): "MARLIN (MarlinExperts)",
-          ("h100", "moe_experts"): "TRITON (OAITritonMxfp4Experts)",
-          ("b200", "moe_experts"): "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4Experts)",
+          ("h100", "moe_experts"): "TRITON (OAITritonMxfp4ExpertsMonolithic)",
+          ("b200", "moe_experts"): "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4ExpertsMonolithic)",
           ("a100", "moe_experts"): "MARLIN (MarlinExperts)"}
     for (g, cls), kernel in by.items():
         d = next(d for d in explain(ck, gpu(g)).decisions if d.layer_class == cls)

@@ -67,7 +67,9 @@ CASES = [
      {"act": "bf16", "mma": "wgmma_bf16"}),
     ("vllm", "nvfp4-w4a4", "h100", NO_HUMMING, "dense_linear", "MarlinNvFp4LinearKernel", "W4A16-NVFP4", {}),
     ("vllm", "nvfp4-w4a4-ct", "rtx-3090", D, "dense_linear", "MarlinNvFp4LinearKernel", "W4A16-NVFP4", {}),
-    ("vllm", "nvfp4-w4a4", "v100", D, "dense_linear", None, "W4A4-NVFP4", {"error": "no kernel image"}),
+    # ModelOptNvFp4Config's minimum capability (75) refuses the model before the missing sm_70 build matters
+    ("vllm", "nvfp4-w4a4", "v100", D, "dense_linear", None, "W4A4-NVFP4", {"error": "Minimum capability: 75"}),
+    ("vllm", "int8-w8a8", "v100", D, "dense_linear", None, "W8A8-INT8", {"error": "no kernel image"}),
     # ---- vLLM FP8
     ("vllm", "fp8-ct-dynamic", "rtx-3090", D, "dense_linear", "HummingFP8ScaledMMLinearKernel", "W8A16-FP8",
      {"act": "bf16"}),
@@ -89,15 +91,15 @@ CASES = [
     # block FP8: Ada runs Marlin W8A16 and prints "no native FP8"
     ("vllm", "fp8-block", "rtx-4090", D, "dense_linear", "MarlinFP8ScaledMMLinearKernel", "W8A16-FP8",
      {"warn": "does not have native support for FP8", "act": "bf16"}),
-    ("vllm", "fp8-block", "h100", D, "dense_linear", "FlashInferFp8DeepGEMMDynamicBlockScaledMMLinearKernel",
+    ("vllm", "fp8-block", "h100", D, "dense_linear", "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
      "W8A8-FP8", {}),
-    ("vllm", "fp8-block", "h100", NO_FI, "dense_linear", "DeepGemmFp8BlockScaledMMLinearKernel", "W8A8-FP8", {}),
+    ("vllm", "fp8-block", "h100", NO_FI, "dense_linear", "DeepGemmFp8BlockScaledMMKernel", "W8A8-FP8", {}),
     ("vllm", "fp8-block", "h100", InstallOptions(flashinfer=False, deepgemm=False), "dense_linear",
-     "CutlassFp8BlockScaledMMLinearKernel", "W8A8-FP8", {}),
-    ("vllm", "fp8-block", "b200", D, "dense_linear", "DeepGemmFp8BlockScaledMMLinearKernel", "W8A8-FP8", {}),
+     "CutlassFp8BlockScaledMMKernel", "W8A8-FP8", {}),
+    ("vllm", "fp8-block", "b200", D, "dense_linear", "DeepGemmFp8BlockScaledMMKernel", "W8A8-FP8", {}),
     ("vllm", "fp8-block", "rtx-5090", InstallOptions(env=(("VLLM_USE_DEEP_GEMM", "0"),)), "dense_linear",
-     "CutlassFp8BlockScaledMMLinearKernel", "W8A8-FP8", {}),
-    ("vllm", "fp8-block", "thor", D, "dense_linear", "CutlassFp8BlockScaledMMLinearKernel", "W8A8-FP8", {}),
+     "CutlassFp8BlockScaledMMKernel", "W8A8-FP8", {}),
+    ("vllm", "fp8-block", "thor", D, "dense_linear", "CutlassFp8BlockScaledMMKernel", "W8A8-FP8", {}),
     # ---- vLLM INT8 W8A8: crash on Blackwell, fine before, workaround via VLLM_DISABLED_KERNELS
     ("vllm", "int8-w8a8", "rtx-5090", D, "dense_linear", None, "W8A8-INT8",
      {"error": "Int8 not supported on SM120", "crash_kernel": "CutlassInt8ScaledMMLinearKernel"}),
@@ -129,8 +131,8 @@ CASES = [
     # ---- vLLM MoE
     ("vllm", "nvfp4-w4a4", "rtx-3090", D, "moe_experts", "MARLIN (MarlinExperts)", "W4A16-NVFP4",
      {"moe": True, "warn": "FP4"}),
-    ("vllm", "nvfp4-w4a4", "h100", D, "moe_experts", "HUMMING (HummingExperts)", "W4A16-NVFP4", {"moe": True}),
-    ("vllm", "nvfp4-w4a4", "b200", D, "moe_experts", "FLASHINFER_TRTLLM (TrtLlmNvFp4Experts)", "W4A4-NVFP4",
+    ("vllm", "nvfp4-w4a4", "h100", D, "moe_experts", "HUMMING (HummingIndexedExperts)", "W4A16-NVFP4", {"moe": True}),
+    ("vllm", "nvfp4-w4a4", "b200", D, "moe_experts", "FLASHINFER_TRTLLM (TrtLlmNvFp4ExpertsMonolithic)", "W4A4-NVFP4",
      {"moe": True}),
     ("vllm", "nvfp4-w4a4", "b200", NO_FI, "moe_experts", "VLLM_CUTLASS (CutlassExpertsFp4)", "W4A4-NVFP4",
      {"moe": True}),
@@ -145,13 +147,13 @@ CASES = [
     ("vllm", "fp8-block", "rtx-4090", D, "moe_experts", "TRITON (TritonExperts)", "W8A8-FP8", {"moe": True}),
     ("vllm", "fp8-block", "h100", D, "moe_experts", "TRITON (TritonExperts, sm_90 block-FP8 priority)", "W8A8-FP8",
      {"moe": True}),
-    ("vllm", "fp8-block", "b200", D, "moe_experts", "FLASHINFER_TRTLLM (TrtLlmFp8Experts)", "W8A8-FP8", {"moe": True}),
-    ("vllm", "fp8-block", "rtx-5090", D, "moe_experts", "DEEPGEMM (DeepGemmExperts)", "W8A8-FP8", {"moe": True}),
+    ("vllm", "fp8-block", "b200", D, "moe_experts", "FLASHINFER_TRTLLM (TrtLlmFp8ExpertsMonolithic)", "W8A8-FP8", {"moe": True}),
+    ("vllm", "fp8-block", "rtx-5090", D, "moe_experts", "DEEPGEMM (TritonOrDeepGemmExperts)", "W8A8-FP8", {"moe": True}),
     ("vllm", "fp8-ct-dynamic", "h100", D, "moe_experts", "VLLM_CUTLASS (CutlassExpertsFp8)", "W8A8-FP8", {"moe": True}),
     ("vllm", "fp8-ct-dynamic", "rtx-5090", D, "moe_experts", "TRITON (TritonExperts)", "W8A8-FP8", {"moe": True}),
     ("vllm", "fp8-modelopt", "h100", D, "moe_experts", "FLASHINFER_CUTLASS (FlashInferExperts)", "W8A8-FP8",
      {"moe": True}),
-    ("vllm", "gptq-int4", "h100", D, "moe_experts", "HUMMING (HummingExperts)", "W4A16-INT4", {"moe": True}),
+    ("vllm", "gptq-int4", "h100", D, "moe_experts", "HUMMING (HummingIndexedExperts)", "W4A16-INT4", {"moe": True}),
     ("vllm", "gptq-int4", "b200", D, "moe_experts", "MARLIN (MarlinExperts)", "W4A16-INT4", {"moe": True}),
     # ---- vLLM attention / KV
     ("vllm", "bf16", "rtx-5090", kv("fp8"), "attention_kv", "FLASHINFER", "KV fp8_e4m3", {}),
@@ -205,10 +207,14 @@ CASES = [
      {"warn": "FlashAttention3 only supports fp8_e4m3"}),
     ("sglang", "bf16", "b200", D, "attention_kv", "trtllm_mha", "KV bf16", {}),
     ("sglang", "bf16", "rtx-5090", D, "attention_kv", "flashinfer", "KV bf16", {}),
+    # Triton is selected and does not compile an E4M3 cache below sm_89 (issue 26: Triton 3.9's message)
     ("sglang", "bf16", "t4", kv("fp8_e4m3", flashinfer=False), "attention_kv", None, "KV fp8_e4m3",
-     {"error": "No attention backend"}),
+     {"crash_kernel": "triton", "error": "fp8e4nv not supported"}),
+    ("sglang", "bf16", "rtx-3090", kv("fp8_e5m2", flashinfer=False), "attention_kv", "triton", "KV fp8_e5m2", {}),
     ("sglang", "nvfp4-w4a4", "a100", D, "moe_experts", "Marlin MoE (NVFP4 W4A16)", "W4A16-NVFP4", {"moe": True}),
-    ("sglang", "fp8-dynamic", "a100", D, "moe_experts", "Marlin MoE (FP8 W8A16)", "W8A16-FP8", {"moe": True}),
+    # SGLang has no Marlin FP8 MoE: its Triton FP8 fused MoE does not compile below sm_89 (issue 26 point 1)
+    ("sglang", "fp8-dynamic", "a100", D, "moe_experts", None, "W8A8-FP8",
+     {"moe": True, "crash_kernel": "triton fused_moe (FP8)", "error": "fp8e4nv not supported"}),
     # ---- FastLLM 1.9
     ("fastllm", "nvfp4-w4a4", "t4", D, "dense_linear", "NVFP4 Marlin (W4A16)", "W4A16-NVFP4",
      {"act": "fp16", "mma": "hmma_f16"}),
@@ -220,8 +226,15 @@ CASES = [
     ("fastllm", "gptq-int4", "rtx-3090", D, "dense_linear", "INT4 group Marlin (W4A16)", "W4A16-INT4", {}),
     ("fastllm", "gptq-int4", "rtx-3090", InstallOptions(tp=2), "dense_linear",
      "CPU INT4 linear (tensor-parallel fallback)", "W4A16-INT4", {"warn": "nothing", "mma": "none"}),
-    ("fastllm", "fp8-dynamic", "t4", D, "dense_linear", "FP8 Marlin (W8A16)", "W8A16-FP8", {}),
-    ("fastllm", "fp8-dynamic", "rtx-5090", D, "dense_linear", "CUTLASS FP8 (W8A8)", "W8A8-FP8", {}),
+    # per-tensor FP8: FastLLM's FP8 Marlin takes only 128x128 block scales (fastllm-linear-fp8-marlin.cu:303-308)
+    # and its sm_120 CUTLASS kernel block-128 only (cudadevice.cpp:2110-2123): the native GEMV / cuBLAS path runs
+    ("fastllm", "fp8-dynamic", "t4", D, "dense_linear",
+     "FP8 GEMV (batch < 32) / dequant + cuBLAS (batch >= 32)", "W8A16-FP8", {}),
+    ("fastllm", "fp8-dynamic", "rtx-5090", D, "dense_linear",
+     "FP8 GEMV (batch < 32) / dequant + cuBLAS (batch >= 32)", "W8A16-FP8", {}),
+    ("fastllm", "fp8-block", "t4", D, "dense_linear", "FP8 Marlin (W8A16)", "W8A16-FP8", {}),
+    ("fastllm", "fp8-block", "rtx-5090", D, "dense_linear", "CUTLASS FP8 block-128 (W8A8, sm_120/121)", "W8A8-FP8", {}),
+    ("fastllm", "fp8-dynamic", "rtx-4090", D, "dense_linear", "CUTLASS FP8 per-channel (W8A8, sm_89)", "W8A8-FP8", {}),
     ("fastllm", "bf16", "rtx-3090", InstallOptions(flags=(("dtype", "fp8_e4m3"),)), "dense_linear",
      "FP16 cuBLAS (--dtype fp8 ignored)", "FP16", {"warn": "nothing"}),
     ("fastllm", "nvfp4-w4a4", "rtx-3090", D, "moe_experts", "CPU experts (default --moe_device cpu)", "W4A16-NVFP4",
@@ -277,7 +290,7 @@ def test_kernel_choice(case):
 
 
 @pytest.mark.parametrize("g, model_type, kernel", [
-    ("b200", "qwen3_moe", "FLASHINFER_TRTLLM (TrtLlmBf16Experts)"),
+    ("b200", "qwen3_moe", "FLASHINFER_TRTLLM (TrtLlmBf16ExpertsMonolithic)"),
     ("rtx-5090", "qwen3_moe", "FLASHINFER_CUTLASS (FlashInferExperts)"),
     ("h100", "qwen3_moe", "TRITON (TritonExperts)"),          # FlashInfer moved behind Triton on sm_90
     ("thor", "qwen3_moe", "TRITON (TritonExperts)"),          # sm_110 excluded from FlashInfer CUTLASS MoE

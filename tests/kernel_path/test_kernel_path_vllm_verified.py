@@ -117,8 +117,8 @@ CASES = [
      "wgmma_bf16", "bf16", {"rejected": "FlashInferCuteDslNvFp4LinearKernel"}),
     ("nvfp4-a16", False, "h100", D, "dense_linear", "HummingNvFp4LinearKernel", "W4A16-NVFP4",
      "wgmma_bf16", "bf16", {}),
-    ("nvfp4-w4a4", True, "h100", D, "moe_experts", "HUMMING (HummingExperts)", "W4A16-NVFP4",
-     "wgmma_bf16", "bf16", {"rejected": "FLASHINFER_TRTLLM (TrtLlmNvFp4Experts)"}),
+    ("nvfp4-w4a4", True, "h100", D, "moe_experts", "HUMMING (HummingIndexedExperts)", "W4A16-NVFP4",
+     "wgmma_bf16", "bf16", {"rejected": "FLASHINFER_TRTLLM (TrtLlmNvFp4ExpertsMonolithic)"}),
     # FlashInfer FP4 GEMMs: CuTe-DSL tcgen05 on sm_10x, CUTLASS Sm100 / Sm120 block-scaled
     ("nvfp4-w4a4", False, "b200", D, "dense_linear", "FlashInferCuteDslNvFp4LinearKernel", "W4A4-NVFP4",
      "tcgen05_fp4_block_scaled", "nvfp4", {}),
@@ -126,7 +126,7 @@ CASES = [
      "mma_sync_fp4_block_scaled", "nvfp4", {"rejected": "FlashInferCuteDslNvFp4LinearKernel"}),
     ("nvfp4-w4a4", False, "thor", D, "dense_linear", "FlashInferCutlassNvFp4LinearKernel", "W4A4-NVFP4",
      "tcgen05_fp4_block_scaled", "nvfp4", {}),
-    ("nvfp4-w4a4", True, "b200", D, "moe_experts", "FLASHINFER_TRTLLM (TrtLlmNvFp4Experts)", "W4A4-NVFP4",
+    ("nvfp4-w4a4", True, "b200", D, "moe_experts", "FLASHINFER_TRTLLM (TrtLlmNvFp4ExpertsMonolithic)", "W4A4-NVFP4",
      "tcgen05_fp4_block_scaled", "nvfp4", {}),
     # TRT-LLM FP4 GEMM: FlashInfer declares it for sm_100/103/107 only; vLLM does not check
     ("nvfp4-w4a4", False, "b300", _flag("linear_backend", "flashinfer_trtllm"), "dense_linear",
@@ -135,7 +135,7 @@ CASES = [
      "FlashInferTrtllmNvFp4LinearKernel", "W4A4-NVFP4", "none", "nvfp4",
      {"error": "does not support backend 'trtllm' with capability 120"}),
     # block FP8 on Hopper: FlashInfer swapAB (inline wgmma e4m3) / DeepGEMM
-    ("fp8-block", False, "h100", D, "dense_linear", "FlashInferFp8DeepGEMMDynamicBlockScaledMMLinearKernel",
+    ("fp8-block", False, "h100", D, "dense_linear", "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
      "W8A8-FP8", "wgmma_e4m3", "fp8_e4m3", {}),
     # Humming weight-only kernels: 16-bit activations, UMMA kind::f16 on sm_10x/11x
     ("fp8-w8a16", False, "b200", D, "dense_linear", "HummingFP8ScaledMMLinearKernel", "W8A16-FP8",
@@ -180,9 +180,9 @@ CASES = [
     ("mxfp4-w4a4", True, "h100", D, "moe_experts", "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16",
      "bf16", {}),
     # W4A8 MoE through Humming: FP8 kept; sm_10x/11x run FP8 mma.sync and vLLM says it is slow
-    ("w4a8-fp8", True, "b200", D, "moe_experts", "HUMMING (HummingExperts, FP8 mma.sync on sm_10x/11x)",
+    ("w4a8-fp8", True, "b200", D, "moe_experts", "HUMMING (HummingIndexedExperts, FP8 mma.sync on sm_10x/11x)",
      "W4A8-FP8", "qmma_e4m3", "fp8_e4m3", {"warn": "activation is slow on SM100"}),
-    ("w4a8-fp8", True, "rtx-4090", D, "moe_experts", "HUMMING (HummingExperts)", "W4A8-FP8", "qmma_e4m3",
+    ("w4a8-fp8", True, "rtx-4090", D, "moe_experts", "HUMMING (HummingIndexedExperts)", "W4A8-FP8", "qmma_e4m3",
      "fp8_e4m3", {"rejected": "CUTLASS (CutlassExpertsW4A8Fp8)"}),
     ("w4a8-fp8", True, "h100", D, "moe_experts", "CUTLASS (CutlassExpertsW4A8Fp8)", "W4A8-FP8", "wgmma_e4m3",
      "fp8_e4m3", {}),
@@ -252,20 +252,20 @@ GPT_OSS = [
     ("a100", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     ("rtx-3090", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     ("rtx-4090", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
-    ("h100", D, "TRITON (OAITritonMxfp4Experts)", "W4A16-MXFP4", "wgmma_bf16", "bf16", None),
-    ("b200", D, "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4Experts)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
-    ("b300", D, "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4Experts)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
-    ("b200", NO_FI, "TRITON (OAITritonMxfp4Experts)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
-    ("thor", D, "TRITON (OAITritonMxfp4Experts)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
+    ("h100", D, "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "wgmma_bf16", "bf16", None),
+    ("b200", D, "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
+    ("b300", D, "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
+    ("b200", NO_FI, "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
+    ("thor", D, "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
     ("rtx-5090", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     ("gb10", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     # Hopper without triton_kernels: FlashInfer CUTLASS mixed-input, then Humming (ahead of Marlin)
     ("h100", NO_TK, "FLASHINFER_CUTLASS_MXFP4_BF16 (FlashInferExperts)", "W4A16-MXFP4", "wgmma_bf16", "bf16", None),
-    ("h100", replace(NO_TK, flashinfer=False), "HUMMING (HummingExperts)", "W4A16-MXFP4", "wgmma_bf16", "bf16", None),
+    ("h100", replace(NO_TK, flashinfer=False), "HUMMING (HummingIndexedExperts)", "W4A16-MXFP4", "wgmma_bf16", "bf16", None),
     ("h100", replace(NO_TK, flashinfer=False, humming=False), "MARLIN (MarlinExperts)", "W4A16-MXFP4",
      "hmma_bf16", "bf16", None),
     # --moe-backend triton on consumer Blackwell reaches the OAI Triton kernel kept after Marlin
-    ("rtx-5090", _flag("moe_backend", "triton"), "TRITON (OAITritonMxfp4Experts, after Marlin on sm_12x)",
+    ("rtx-5090", _flag("moe_backend", "triton"), "TRITON (OAITritonMxfp4ExpertsMonolithic, after Marlin on sm_12x)",
      "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     ("a100", _flag("moe_backend", "triton"), None, "W4A16-MXFP4", "none", "bf16", "No MXFP4 MoE backend"),
     # VLLM_MARLIN_INPUT_DTYPE: fp8 gives W4A8 on sm_89/sm_12x only; int8 is refused for MXFP4
@@ -275,7 +275,7 @@ GPT_OSS = [
      "qmma_e4m3", "fp8_e4m3", None),
     ("a100", _env(VLLM_MARLIN_INPUT_DTYPE="fp8"), "MARLIN (MarlinExperts)", "W4A16-MXFP4", "none", "bf16",
      "Marlin W4A8-FP8 only support SM89 or SM12x"),
-    ("h100", _env(VLLM_MARLIN_INPUT_DTYPE="fp8"), "TRITON (OAITritonMxfp4Experts)", "W4A16-MXFP4", "wgmma_bf16",
+    ("h100", _env(VLLM_MARLIN_INPUT_DTYPE="fp8"), "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "wgmma_bf16",
      "bf16", None),
     ("rtx-3090", _env(VLLM_MARLIN_INPUT_DTYPE="int8"), "MARLIN (MarlinExperts, INT8 activations)", "W4A16-MXFP4",
      "none", "int8", "MXFP4 weight + INT8 activation is not supported."),
@@ -369,9 +369,9 @@ def triton_cache(tmp_path, monkeypatch):
     ("i8", 90, "dense-int8-w8a8", "TritonInt8ScaledMMLinearKernel"),
     ("i8", 100, "dense-int8-w8a8", "TritonInt8ScaledMMLinearKernel"),
     ("i8", 103, "dense-int8-w8a8", "TritonInt8ScaledMMLinearKernel"),
-    ("bf16_x_e2m1", 90, "moe-mxfp4-gpt-oss", "TRITON (OAITritonMxfp4Experts)"),
-    ("bf16_x_e2m1", 100, "moe-mxfp4-gpt-oss", "TRITON (OAITritonMxfp4Experts)"),
-    ("bf16_x_e2m1", 120, "moe-mxfp4-gpt-oss", "TRITON (OAITritonMxfp4Experts, after Marlin on sm_12x)"),
+    ("bf16_x_e2m1", 90, "moe-mxfp4-gpt-oss", "TRITON (OAITritonMxfp4ExpertsMonolithic)"),
+    ("bf16_x_e2m1", 100, "moe-mxfp4-gpt-oss", "TRITON (OAITritonMxfp4ExpertsMonolithic)"),
+    ("bf16_x_e2m1", 120, "moe-mxfp4-gpt-oss", "TRITON (OAITritonMxfp4ExpertsMonolithic, after Marlin on sm_12x)"),
 ])
 def test_triton_mma_class_matches_the_rules(triton_cache, kind, sm, path_id, kernel):
     ptx = _compile(kind, sm)

@@ -1,6 +1,7 @@
 """GPU-only rules checked on CPU: the benchmark's launch candidates compile for real targets
-(sm_90a, sm_86) with this Triton, and the per-arch tl.dot lowering is detected (Triton 3.x emits
-no tensor-core MMA for sm_75). Runs in a subprocess: compiling needs TRITON_INTERPRET unset."""
+(sm_90a, sm_86, sm_100a) with this Triton, the per-arch tl.dot lowering is detected (Triton 3.x
+emits no tensor-core MMA for sm_75), and the v4 NVFP4 GEMV pairs its FMAs (FFMA2) only where the
+target has them. Runs in a subprocess: compiling needs TRITON_INTERPRET unset."""
 
 from __future__ import annotations
 
@@ -25,13 +26,16 @@ from advisor.microbench import configs
 def compile_(fn, sig, consts, cfg, cc):
     div = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k in sig if k.endswith("_ptr") or k.startswith("stride")}
     src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts, attrs=div)
-    ptx = triton.compile(src, target=GPUTarget("cuda", cc, 32),
-                         options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}).asm["ptx"]
+    return triton.compile(src, target=GPUTarget("cuda", cc, 32),
+                          options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}).asm["ptx"]
+
+def lowering(ptx):
     return "wgmma" if "wgmma" in ptx else ("mma" if "mma.sync" in ptx else "fma")
 
 out = {"lowering": {str(cc): dot_lowering(cc, "fp16")[0] for cc in [(7, 5), (8, 6), (9, 0)]}, "compiled": []}
 ints = ["N", "K", "K_ITERS", "stride_am", "stride_wn", "stride_sn", "stride_cm"]
-for fmt, m, cc in [("nvfp4", 1, 90), ("fp8", 1, 90), ("int4", 1, 86), ("nvfp4", 16, 90), ("nvfp4", 8192, 90), ("int4", 2048, 86)]:
+for fmt, m, cc in [("nvfp4", 1, 90), ("fp8", 1, 90), ("int4", 1, 86), ("nvfp4", 16, 90), ("nvfp4", 8192, 90), ("int4", 2048, 86),
+                   ("nvfp4", 1, 100)]:
     group = 128 if fmt == "int4" else 16
     c = next(x for x in configs.candidates(m, 5120, 17408, 132, group) if (x.path == "gemv") == (m == 1) and not (m == 16 and not x.params.get("swap_ab")))
     p = c.params
@@ -41,12 +45,14 @@ for fmt, m, cc in [("nvfp4", 1, 90), ("fp8", 1, 90), ("int4", 1, 86), ("nvfp4", 
     consts = {"FORMAT": W.FORMATS[fmt], "GROUP": group, "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"], "ATOMIC": p["split_k"] > 1}
     if c.path == "gemv":
         sig.update({k: "i32" for k in ints}); fn = W.weight_only_gemv_kernel
-        consts["F16X2_ASM"] = True          # the GPU launch: inline-PTX fp16x2 -> fp32 in the NVFP4 GEMV
+        # the GPU launch: inline PTX; 5120 x 17408 tiles evenly; FFMA2 from sm_100 on
+        consts.update(F16X2_ASM=True, EVEN=True, F32X2=cc >= 100)
     else:
         sig.update({k: "i32" for k in ["M"] + ints}); fn = W.weight_only_gemm_kernel
         consts.update(BLOCK_M=p["block_m"], GROUP_M=p["group_m"], SWAP_AB=p["swap_ab"], DOT_DTYPE=tl.bfloat16,
                       W_BF16=fmt == "nvfp4")          # bf16 activations: NVFP4 decodes straight to bf16
-    out["compiled"].append([fmt, m, cc, c.text, compile_(fn, sig, consts, p, cc)])
+    ptx = compile_(fn, sig, consts, p, cc)
+    out["compiled"].append([fmt, m, cc, c.text, lowering(ptx), "fma.rn.f32x2" in ptx])
 print(json.dumps(out))
 """
 
@@ -62,8 +68,10 @@ def test_candidates_compile_for_real_gpus_and_lowering_is_detected():
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["lowering"] == {"(7, 5)": "fma", "(8, 6)": "mma", "(9, 0)": "wgmma"}
-    by = {(fmt, m, cc): lowering for fmt, m, cc, _text, lowering in res["compiled"]}
-    assert by[("nvfp4", 1, 90)] == by[("fp8", 1, 90)] == by[("int4", 1, 86)] == "fma"   # GEMV: CUDA-core FMA
+    by = {(fmt, m, cc): lowering for fmt, m, cc, _text, lowering, _x2 in res["compiled"]}
+    paired = {(fmt, m, cc): x2 for fmt, m, cc, _text, _lowering, x2 in res["compiled"]}
+    assert by[("nvfp4", 1, 90)] == by[("fp8", 1, 90)] == by[("int4", 1, 86)] == by[("nvfp4", 1, 100)] == "fma"
+    assert paired[("nvfp4", 1, 100)] and not paired[("nvfp4", 1, 90)]         # FFMA2 exists from sm_100
     assert by[("nvfp4", 16, 90)] == "wgmma"          # swapped: the weight fills the 64-row MMA side
     assert by[("nvfp4", 8192, 90)] == "wgmma"
     assert by[("int4", 2048, 86)] == "mma"

@@ -1,9 +1,12 @@
-"""benchmarks/kernel_sass.py: the K-loop finder and the instruction classes, on nvdisasm-style text."""
+"""benchmarks/kernel_sass.py: the K-loop finder and the instruction classes on nvdisasm-style text,
+the per-card budgets and the issue 23 gates."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kernel_sass.py"
 _spec = importlib.util.spec_from_file_location("kernel_sass_tool", SCRIPT)
@@ -60,3 +63,27 @@ def test_classes_of_mma_and_convert_instructions():
     assert ks.classify("PRMT R17, R32, 0x5410, R17") == "bits"
     assert ks.classify("IMAD.MOV.U32 R5, RZ, RZ, RZ") == "other"
     assert ks.classify("LDSM.16.M88.4 R48, [R63+UR7+0x5000]") == "smem"
+
+
+def test_budgets_come_from_the_card_table():
+    """Issue slots at 90 % over elements streamed at full bandwidth (kernels/NOTES.md, Budgets)."""
+    assert round(ks.card_budget("nvfp4", 90), 1) == 3.5                 # H200: issue 23's figure
+    assert ks.card_budget("fp8", 90) / ks.card_budget("nvfp4", 90) == pytest.approx(1 / 0.5625)
+    assert ks.card_budget("nvfp4", 100) < 2.5                           # a B200 streams 7.7 TB/s
+    assert ks.gate("nvfp4", 1, 90) == ks.gate("nvfp4", 1, 100) == 3.5
+    assert (ks.gate("fp8", 1, 90), ks.gate("int4", 1, 100)) == (6.2, 3.2)
+    assert ks.gate("nvfp4", 16, 90) is None and ks.gate("nvfp4", 1, 86) is None
+
+
+def test_verdicts_gate_the_best_candidate_per_target():
+    row = {"cc": 90, "fmt": "nvfp4", "m": 1, "arch": "sm_90a"}
+    rows = [{**row, "kernel": "gemv a", "per_elem": 4.1}, {**row, "kernel": "gemv b", "per_elem": 3.4},
+            {**row, "kernel": "gemv c", "error": "RuntimeError: x"},
+            {"cc": 86, "fmt": "int4", "m": 1, "arch": "sm_86", "kernel": "gemv d", "per_elem": 9.0}]
+    lines, ok = ks.verdicts(rows)
+    assert ok and len(lines) == 2
+    assert "best  3.40  gemv b" in lines[1] and "gate 3.5 -> met" in lines[1]
+    assert "gate" not in lines[0] and "rtx-3090 budget" in lines[0]
+    rows[1]["per_elem"] = 3.6
+    lines, ok = ks.verdicts(rows)
+    assert not ok and "MISSED (ratio 1.03)" in lines[1]

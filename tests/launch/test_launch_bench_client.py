@@ -157,7 +157,7 @@ def test_verdict_against_a_what_if_plan_names_it_first(sse, capsys, tmp_path):
     p = tmp_path / "plan.json"
     p.write_text(json.dumps(plan))
     rc = main(["bench", "--url", srv.url, "--plan", str(p), "--max-tokens", "6", "--shots", "1",
-               "--long-prompt-words", "0", "--json"])
+               "--long-prompt-words", "0", "--concurrency", "1", "--json"])
     (single,) = json.loads(capsys.readouterr().out)["verdicts"]
     assert rc == 0 and single["status"] == "below"
     first = single["causes"][0]
@@ -166,7 +166,7 @@ def test_verdict_against_a_what_if_plan_names_it_first(sse, capsys, tmp_path):
     plan["gpu"]["selection"] = "probed: 1 x GeForce RTX 5090"
     p.write_text(json.dumps(plan))
     main(["bench", "--url", srv.url, "--plan", str(p), "--max-tokens", "6", "--shots", "1",
-          "--long-prompt-words", "0", "--json"])
+          "--long-prompt-words", "0", "--concurrency", "1", "--json"])
     (single,) = json.loads(capsys.readouterr().out)["verdicts"]
     assert not any("what-if" in c["text"] for c in single["causes"])
 

@@ -18,10 +18,16 @@ def _copy_demo(tmp_path: Path, name: str) -> Path:
 
 def test_dry_run_carries_explains_failure_prediction(tmp_path, capsys):
     ckpt = _copy_demo(tmp_path, "qwen3-8b-nvfp4")            # declares an FP8 KV cache
-    rc = main(["launch", str(ckpt), "--engine", "vllm", "--gpu", "rtx-2080-ti", "--dry-run", "--json"])
+    # --kv-cache-dtype auto: the engine default (the checkpoint's FP8 KV), which sm_75 attention rejects
+    rc = main(["launch", str(ckpt), "--engine", "vllm", "--gpu", "rtx-2080-ti", "--kv-cache-dtype", "auto",
+               "--dry-run", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["dry_run"] is True
     assert any("will not run" in w and "float16" in w for w in out["warnings"]), out["warnings"]
+    # the tuned command (no KV flag given) stores the KV cache in a dtype that runs: nothing to warn about
+    assert main(["launch", str(ckpt), "--engine", "vllm", "--gpu", "rtx-2080-ti", "--dry-run", "--json"]) == 0
+    tuned = json.loads(capsys.readouterr().out)
+    assert tuned["tuning"]["tuned"] is True and tuned["warnings"] == []
 
 
 def test_dry_run_has_no_warning_where_explain_says_it_runs(tmp_path, capsys):

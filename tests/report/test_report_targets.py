@@ -81,6 +81,17 @@ def test_existing_file_needs_force(tmp_path, capsys):
     assert stat.S_ISREG(os.lstat(target).st_mode)
 
 
+@pytest.mark.parametrize("json_flag", [False, True], ids=["plain", "json"])
+def test_dash_is_refused_not_written_as_a_file(json_flag, tmp_path, monkeypatch, capsys):
+    """`-o -` once wrote a file literally named "-" in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    rc = _report("-", *(["--json"] if json_flag else []))
+    out, err = capsys.readouterr()
+    assert rc == 3 and os.listdir(tmp_path) == []
+    text = out if json_flag else err
+    assert "standard output" in text and "Traceback" not in out + err
+
+
 def test_new_file_needs_no_force(tmp_path):
     target = tmp_path / "new.md"
     assert _report(target) == 0 and target.read_text().startswith("# nvfp4-advisor report")

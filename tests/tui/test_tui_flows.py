@@ -152,13 +152,21 @@ async def test_command_palette_lists_actions(make_app):
 
 
 @pytest.mark.server
-async def test_launch_tiny_real_server_and_stop(make_app, tui_tiny_model):
+@pytest.mark.timeout(600)          # a CPU server's start-up alone can take minutes on a loaded 2-core runner
+async def test_launch_tiny_real_server_and_stop(make_app, tui_tiny_model, monkeypatch):
     """Launch `transformers serve` from the Launch tab (edited command: free port), see it become
     ready, benchmark it, stop it, and leave no process behind."""
     import psutil
 
     from tests_tui_helpers import free_port_for_test
 
+    from advisor.tui import actions
+    from launchers.bench import BenchConfig
+
+    # bench's defaults (512 tokens x 3 shots x 3 kinds, 4 streams, 3,000 words) take minutes on a CPU
+    # server; the path from the tab to the server is what this checks (the defaults: test_tui_bench_progress)
+    real, small = actions.bench_doc, BenchConfig(max_tokens=8, shots=1, concurrency=2, long_prompt_words=0)
+    monkeypatch.setattr(actions, "bench_doc", lambda url, analysis, **kw: real(url, analysis, **{**kw, "cfg": small}))
     app = make_app(checkpoint=str(tui_tiny_model))
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(app, pilot)

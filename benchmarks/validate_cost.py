@@ -1,0 +1,214 @@
+"""Compare `plan` with published end-to-end measurements (benchmarks/validation_points.yaml).
+
+Every point is a measurement someone published (link + exact quote + conditions); `plan` is run
+through the Python API on a config-only checkpoint of the same model (benchmarks/validation_configs/
+or a bundled demo). Prints case, measured, predicted and error, the median absolute error on the
+absolute figures and on the ratios between points of one source (FP8 vs NVFP4, TP 1 vs 2, ...),
+and every point off by more than 25 %. Nothing is fitted to these points: a miss is a finding about
+the model, written up with its mechanism in benchmarks/README.md.
+
+Like with like: `plan` predicts with the newest engine rules (e.g. vLLM 0.33). A point whose source
+shows that its engine ran another kernel path for the layers that dominate (an older version's log,
+a patched build, another checkpoint) carries `set_apart: <why>`; it is still predicted and shown, but
+kept out of the headline medians (and so is every ratio it is part of). The medians over all points
+are printed too.
+
+Usage: python benchmarks/validate_cost.py [--points FILE] [--markdown] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+POINTS = ROOT / "benchmarks" / "validation_points.yaml"
+CONFIGS = ROOT / "benchmarks" / "validation_configs"
+METRICS = ("decode_tok_s", "request_output_tok_s", "aggregate_output_tok_s", "prefill_tok_s")
+OUTLIER = 0.25
+REQUIRED = ("id", "url", "quote", "gpu", "engine", "model", "config", "tp", "concurrency", "input_tokens",
+            "output_tokens", "metric", "measured")
+
+
+@dataclass(frozen=True)
+class Result:
+    point: dict
+    predicted: float | None
+    note: str = ""
+
+    @property
+    def error(self) -> float | None:
+        return None if self.predicted is None else self.predicted / self.point["measured"] - 1
+
+    @property
+    def like_for_like(self) -> bool:
+        """The measured engine ran the kernel path `plan` costs (no `set_apart` reason)."""
+        return not self.point.get("set_apart")
+
+
+def load_points(path: Path) -> list[dict]:
+    from advisor.errors import BadInput
+    from advisor.yamlio import load_yaml_file
+
+    data = load_yaml_file(path, "validation points file")
+    points = data.get("points") if isinstance(data, dict) else None
+    if not isinstance(points, list) or not points:
+        raise BadInput("expected a top-level 'points:' list", path=str(path))
+    ids = set()
+    for p in points:
+        missing = [k for k in REQUIRED if k not in p] if isinstance(p, dict) else list(REQUIRED)
+        if missing:
+            raise BadInput(f"point {p.get('id', '?') if isinstance(p, dict) else p!r}: missing {', '.join(missing)}",
+                           path=str(path))
+        if p["metric"] not in METRICS:
+            raise BadInput(f"point {p['id']}: metric must be one of {', '.join(METRICS)}", path=str(path))
+        if "set_apart" in p and not (isinstance(p["set_apart"], str) and p["set_apart"].strip()):
+            raise BadInput(f"point {p['id']}: set_apart must say why (a sentence)", path=str(path))
+        ids.add(p["id"])
+    for p in points:
+        if p.get("ratio_to") and p["ratio_to"] not in ids:
+            raise BadInput(f"point {p['id']}: ratio_to {p['ratio_to']!r} is not a point", path=str(path))
+    return points
+
+
+def checkpoint_path(config: str) -> str:
+    return config if config.startswith("demo:") else str(CONFIGS / config)
+
+
+def predict(p: dict) -> Result:
+    """The figure `plan` gives for the point's metric under its conditions."""
+    from advisor.analysis import explain_and_plan
+    from advisor.checkpoint.inspect import inspect_checkpoint
+    from advisor.cost.overrides import Overrides
+    from advisor.cost.workload import Workload
+    from advisor.gpu_table import get_gpu
+
+    conc, n_in, n_out = int(p["concurrency"]), int(p["input_tokens"]), int(p["output_tokens"])
+    workload = Workload("validation", p["id"], conc, n_in, n_out, n_in + n_out,
+                        "latency" if conc == 1 else "throughput")
+    # the engine's default KV cache unless the source set one: the tuner must not pick another
+    overrides = Overrides(tp=int(p["tp"]), max_batch=conc, prompt_tokens=n_in,
+                          kv_cache_dtype=p.get("kv_cache_dtype", "auto"))
+    checkpoint = inspect_checkpoint(checkpoint_path(p["config"]))
+    _, plan = explain_and_plan(checkpoint, get_gpu(p["gpu"]), gpus=int(p["tp"]), engine=p["engine"],
+                               workload=workload, overrides=overrides)
+    pr = plan.predictions
+    metric = p["metric"]
+    if metric == "decode_tok_s":
+        return Result(p, pr.decode_tok_s, pr.na.get("decode_tok_s", ""))
+    if metric == "prefill_tok_s":
+        return Result(p, pr.prefill_tok_s, pr.na.get("prefill_tok_s", ""))
+    if metric == "request_output_tok_s":
+        if pr.decode_tok_s is None or pr.serving is None:
+            return Result(p, None, "decode or prefill is N/A")
+        return Result(p, n_out / (pr.serving.ttft_isolated_s + (n_out - 1) / pr.decode_tok_s))
+    # all streams' output over the whole run: decode steps plus every request's prefill mixed into them
+    if pr.serving is None:
+        return Result(p, None, pr.na.get("serving", "no served figure"))
+    b = pr.serving.concurrency
+    return Result(p, pr.serving.output_tok_s, "" if b == conc else f"the pool holds {b} streams")
+
+
+def ratios(results: list[Result]) -> list[tuple[Result, Result, float, float | None]]:
+    by_id = {r.point["id"]: r for r in results}
+    out = []
+    for r in results:
+        base = by_id.get(r.point.get("ratio_to") or "")
+        if base is None:
+            continue
+        measured = r.point["measured"] / base.point["measured"]
+        predicted = (r.predicted / base.predicted) if r.predicted and base.predicted else None
+        out.append((r, base, measured, predicted))
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "N/A" if x is None else f"{x * 100:+.0f} %"
+
+
+def _num(x: float | None) -> str:
+    return "N/A" if x is None else f"{x:,.1f}" if x < 1000 else f"{x:,.0f}"
+
+
+def _median_line(what: str, errs: list[float], unit: str) -> str:
+    if not errs:
+        return f"no {what} could be predicted"
+    return f"median |error|, {what}: {_pct(statistics.median(errs)).lstrip('+')} over {len(errs)} {unit}"
+
+
+def report(results: list[Result], markdown: bool) -> str:
+    rows = [("case", "GPU x TP", "engine (measured)", "metric", "measured", "predicted", "error")]
+    for r in results:
+        p = r.point
+        rows.append((p["id"] + ("" if r.like_for_like else " (set apart)"), f"{p['gpu']} x{p['tp']}",
+                     f"{p['engine']} {p.get('engine_version', '')}".strip(),
+                     p["metric"], _num(p["measured"]), _num(r.predicted), _pct(r.error)))
+    like = [abs(r.error) for r in results if r.error is not None and r.like_for_like]
+    every = [abs(r.error) for r in results if r.error is not None]
+    rat = ratios(results)
+    rat_like = [abs(pr / m - 1) for r, b, m, pr in rat if pr is not None and r.like_for_like and b.like_for_like]
+    rat_every = [abs(pr / m - 1) for _, _, m, pr in rat if pr is not None]
+    lines = [_table(rows, markdown), ""]
+    lines.append(_median_line("absolute figures, like with like", like, "points"))
+    lines.append(_median_line("absolute figures, every point", every, "points"))
+    rrows = [("ratio", "measured", "predicted", "error")]
+    for r, base, m, pr in rat:
+        apart = "" if r.like_for_like and base.like_for_like else " (set apart)"
+        rrows.append((f"{r.point['id']} / {base.point['id']}{apart}", f"{m:.3f}",
+                      "N/A" if pr is None else f"{pr:.3f}", _pct(None if pr is None else pr / m - 1)))
+    lines += ["", _table(rrows, markdown), ""]
+    lines.append(_median_line("ratios, like with like", rat_like, "pairs"))
+    lines.append(_median_line("ratios, every pair", rat_every, "pairs"))
+    over = [r for r in results if r.error is not None and abs(r.error) > OUTLIER]
+    lines += ["", f"points off by more than {OUTLIER:.0%}: " + (", ".join(
+        f"{r.point['id']} ({_pct(r.error)}{'' if r.like_for_like else ', set apart'})" for r in over) or "none")]
+    apart = [r for r in results if not r.like_for_like]
+    if apart:
+        lines += ["", "set apart (another kernel path than the one plan costs):"]
+        lines += [f"- {r.point['id']}: {' '.join(r.point['set_apart'].split())}" for r in apart]
+    unknown = [r for r in results if r.predicted is None]
+    if unknown:
+        lines.append("not predicted: " + ", ".join(f"{r.point['id']} ({r.note})" for r in unknown))
+    return "\n".join(lines)
+
+
+def _table(rows: list[tuple], markdown: bool) -> str:
+    if markdown:
+        head, *body = rows
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(str(c) for c in row) + " |" for row in body])
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", default=str(POINTS), help="validation points YAML (default: %(default)s)")
+    ap.add_argument("--markdown", action="store_true", help="print Markdown tables (for benchmarks/README.md)")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--smoke", action="store_true",
+                    help="for CI (benchmarks cannot rot): the same run, already quick and without a gate")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from advisor.errors import AdvisorError
+
+    try:
+        results = [predict(p) for p in load_points(Path(args.points))]
+    except AdvisorError as err:
+        print(f"validate_cost: {err}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps([{"id": r.point["id"], "measured": r.point["measured"], "predicted": r.predicted,
+                           "error": r.error, "note": r.note, "set_apart": r.point.get("set_apart")}
+                          for r in results], indent=2))
+    else:
+        print(report(results, args.markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

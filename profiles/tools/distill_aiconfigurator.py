@@ -1,0 +1,432 @@
+#!/usr/bin/env python3
+"""Distil NVIDIA AIConfigurator's measured OPERATOR tables into profiles/calibration/.
+
+Run it in a venv where ``aiconfigurator-core==0.12.0`` is installed (the test setup puts it in
+.venv-quant); the advisor never imports that package at run time, it reads what this writes:
+
+    .venv-quant/bin/python profiles/tools/distill_aiconfigurator.py            # rewrite the tables
+    .venv-quant/bin/python profiles/tools/distill_aiconfigurator.py --out DIR  # write elsewhere
+
+Read: ``aiconfigurator_core/systems/data/<system>/<family>/<engine>/<version>/*_perf.parquet``
+(gemm_perf, moe_perf, nccl_perf, custom_allreduce_perf, generation_/context_attention_perf) and
+``collection_meta.yaml`` beside them. Never read: ``systems/silicon_sample.csv`` and
+``systems/support_matrix/`` (end-to-end serving runs: kept for independent validation), the Rust
+estimator, the model configs. The package's own figures (systems/*.yaml) are not used either:
+every efficiency is relative to OUR GPU table (profiles/gpus.yaml), so that scaling a measured
+system to another card uses the same kind of figure on both sides.
+
+The time model each table feeds (advisor/cost/measured.py):
+  GEMM       t = floor + roofline / e(M, log2 N*K)        roofline = max(bytes / BW, FLOPs / peak)
+  MoE layer  t = fixed(T) + roofline / e(T)               bytes = touched experts' weights
+  decode attention  t = floor + KV bytes / (BW x e)       context attention  t = floor + FLOPs / (peak x e)
+  all-reduce  the measured latency curve per message size, TP and engine
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from advisor.cost.efficiency import FP16_FLOP_PER_CLK_SM, PEAK_UPPER_BOUND  # noqa: E402  (pure modules)
+# Byte and peak conventions: one definition, shared with the runtime that reads these tables.
+from advisor.cost.measured_tables import (ACT_BYTES, KV_BYTES, PACKAGE, PACKAGE_VERSION, PEAK_KEY,  # noqa: E402
+                                          SCHEMA, WEIGHT_BYTES)
+
+DEFAULT_OUT = ROOT / "profiles" / "calibration" / f"aiconfigurator-{PACKAGE_VERSION}"
+COLLECTOR = "ai-dynamo/aiconfigurator@095f58a51c4c collector/"   # the collector source we read
+
+# AIConfigurator system -> our GPU table entry whose figures are the efficiency denominators.
+# Left out: gb300 (no entry in our table), b60 (Intel), a100_pcie / a30 / h100_pcie / l4 (their
+# data folders are empty in 0.12.0).
+SYSTEMS = {
+    "a100_sxm": "a100-80gb-sxm",
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200-sxm",
+    "l40s": "l40s",
+    "b200_sxm": "b200",
+    "b300_sxm": "b300",
+    "gb200": "gb200",
+    "rtx_pro_6000_server": "rtx-pro-6000-bw-server",
+}
+ENGINES = ("vllm", "sglang", "trtllm")
+
+# Our kernel classes (advisor.cost.efficiency.KERNEL_CLASS values) per measured dtype.
+KERNEL_CLASS = {
+    "bfloat16": "bf16", "fp8": "a8_native", "fp8_block": "a8_native", "sq": "a8_native",
+    "w4a8_mxfp4_mxfp8": "a8_native", "nvfp4": "a4_native", "int4_wo": "w4a16_int4",
+    "int8_wo": "w8a16_fp8", "w4a16_mxfp4": "w4a16_nvfp4",
+}
+# Tables timed without CUDA graphs: their floor is host dispatch, not the kernel a served
+# (graph-captured) decode step pays. collector/vllm/collect_gemm.py: use_cuda_graph=gemm_type != "fp8_block".
+EAGER_GEMM = {("vllm", "fp8_block")}
+
+GEMM_M = tuple(2 ** i for i in range(16))          # 1 .. 32768
+GEMM_MIN_DIM = 128                                 # smaller N or K are not LLM layers
+GEMM_MIN_LOG2_NK = 18                              # efficiency columns from 256K weight elements up
+FLOOR_MAX_LOG2_NK = 20                             # shapes whose work is negligible: their time is the floor
+MOE_TOKENS = tuple(2 ** i for i in range(15))      # 1 .. 16384
+MOE_MIN_SHAPES = 3                                 # rows a per-token-count fit needs
+E_MAX = 1.0                                        # a work efficiency above the roofline is clipped
+
+
+# ---------------------------------------------------------------- inputs
+def data_root(override: str | None) -> Path:
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("aiconfigurator_core")     # located, not imported (Rust extension)
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(f"{PACKAGE} is not installed here: pip install '{PACKAGE}=={PACKAGE_VERSION}' or pass --data-root")
+    version = importlib.metadata.version(PACKAGE)
+    if version != PACKAGE_VERSION:
+        sys.exit(f"{PACKAGE} {version} is installed; these tables are distilled from {PACKAGE_VERSION}")
+    return Path(spec.submodule_search_locations[0]) / "systems" / "data"
+
+
+def reference_figures(gpus_yaml: Path) -> dict[str, dict]:
+    """Per system: the GPU-table figures its efficiencies are relative to (and where each came from)."""
+    entries = {e["id"]: e for e in yaml.safe_load(gpus_yaml.read_text(encoding="utf-8"))["gpus"]}
+    out = {}
+    for system, gpu_id in SYSTEMS.items():
+        e = entries[gpu_id]
+        bound_id, why = PEAK_UPPER_BOUND.get(gpu_id, (None, ""))
+        fig = entries[bound_id] if bound_id else e
+        peaks = fig["dense_tensor_peak"]
+        cc = tuple(int(x) for x in e["compute_capability"].split("."))
+        clock = fig.get("boost_clock_mhz") or fig.get("tensor_peak_clock_mhz")
+        clock_src = f"GPU table {fig['id']}"
+        if not clock:
+            clock = round(peaks["fp16_fp16acc"] * 1e6 / (e["sm_count"] * FP16_FLOP_PER_CLK_SM[cc]))
+            clock_src = f"implied by GPU table {fig['id']} fp16_fp16acc peak / (SMs x FP16 FLOP/clk/SM)"
+        nvlink = e.get("nvlink_gbs")
+        out[system] = {
+            "system": system, "gpu": gpu_id, "cc": list(cc), "arch": e["arch"],
+            "bandwidth_gbs": e["bandwidth_gbs"], "l2_mb": e.get("l2_mb"),
+            "peaks_tflops": {"bf16": peaks["bf16"] or peaks["fp16_fp32acc"], "fp8": peaks["fp8_fp32acc"],
+                             "fp4": peaks["fp4"], "int8": peaks["int8"]},
+            "peaks_from": fig["id"] + (f" (upper bound: {why})" if bound_id else ""),
+            "clock_mhz": clock, "clock_from": clock_src,
+            "link": ({"kind": "nvlink", "gbs_per_direction": nvlink / 2} if nvlink else
+                     {"kind": "pcie", "gbs_per_direction": _pcie_gbs(e.get("pcie_gen"), e.get("pcie_lanes"))}),
+        }
+    return out
+
+
+def _pcie_gbs(gen: int | None, lanes: int | None) -> float:
+    from advisor.cost.interconnect import PCIE_LANE_GBS
+
+    return round(PCIE_LANE_GBS[gen or 4] * (lanes or 16), 1)
+
+
+def versions(folder: Path) -> list[Path]:
+    """Version folders, newest first."""
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: Version(p.name), reverse=True)
+
+
+def newest_per_dtype(root: Path, system: str, family: str, engine: str, table: str, dtype_col: str):
+    """(version folder, frame) pairs: the newest version's rows, plus older versions' rows only for
+    dtypes the newer ones lack (one measurement per engine and dtype)."""
+    seen: set[str] = set()
+    for vdir in versions(root / system / family / engine):
+        f = vdir / f"{table}.parquet"
+        if not f.is_file():
+            continue
+        df = pd.read_parquet(f)
+        df = df[~df[dtype_col].isin(seen)]
+        if len(df):
+            seen.update(df[dtype_col].unique())
+            yield f, df
+
+
+def rel(root: Path, f: Path) -> str:
+    return f"{PACKAGE} {PACKAGE_VERSION} aiconfigurator_core/systems/data/{f.relative_to(root).as_posix()}"
+
+
+def sig(x: float, digits: int = 4) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+# ---------------------------------------------------------------- GEMM
+def gemm_roofline(df: pd.DataFrame, ref: dict, dtype: str) -> np.ndarray:
+    m, n, k = (df[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
+    nbytes = n * k * WEIGHT_BYTES[dtype] + m * k * ACT_BYTES.get(dtype, 2.0) + m * n * 2
+    peak = ref["peaks_tflops"][PEAK_KEY[dtype]]
+    t_mem = nbytes / (ref["bandwidth_gbs"] * 1e9)
+    t_comp = 2 * m * n * k / (peak * 1e12) if peak else np.zeros_like(m)
+    return np.maximum(t_mem, t_comp)
+
+
+def work_efficiency(t: np.ndarray, floor: float, roof: np.ndarray) -> float:
+    """Median of roofline / (time - floor): how fast the kernel does its work once its fixed cost is paid."""
+    busy = t - floor
+    e = np.where(busy > 0, roof / np.where(busy > 0, busy, 1.0), E_MAX)
+    return min(E_MAX, float(np.median(e)))
+
+
+def distill_gemm(root: Path, refs: dict) -> list[dict]:
+    rows = []
+    for system, ref in refs.items():
+        for engine in ENGINES:
+            for f, df in newest_per_dtype(root, system, "gemm", engine, "gemm_perf", "gemm_dtype"):
+                df = df[(df.n >= GEMM_MIN_DIM) & (df.k >= GEMM_MIN_DIM) & df.m.isin(GEMM_M)]
+                for (kernel, dtype), d in sorted(df.groupby(["kernel_source", "gemm_dtype"])):
+                    if (engine, dtype) in EAGER_GEMM or dtype not in WEIGHT_BYTES:
+                        continue
+                    rows.append(_gemm_row(root, f, system, ref, engine, kernel, dtype, d))
+    return rows
+
+
+def _gemm_row(root, f, system, ref, engine, kernel, dtype, d) -> dict:
+    t = d.latency.to_numpy() * 1e-3
+    roof = gemm_roofline(d, ref, dtype)
+    lnk = np.log2(d.n.to_numpy(dtype=float) * d.k.to_numpy(dtype=float))
+    nk = np.round(lnk / 2) * 2
+    m = d.m.to_numpy()
+    buckets = sorted({int(x) for x in nk if x >= GEMM_MIN_LOG2_NK})
+    ms = [int(x) for x in GEMM_M if (m == x).any()]
+    floors, eff = [], []
+    for mi in ms:
+        at_m = m == mi
+        # The fixed cost of a call at this M: the shapes whose weight work is negligible, less the
+        # roofline time of what they still move (at large M, the activations).
+        small = at_m & (lnk <= FLOOR_MAX_LOG2_NK)
+        floor = float(np.median(np.maximum(t[small] - roof[small], 0.0)))
+        floors.append(sig(floor * 1e6, 3))
+        eff.append([(sig(work_efficiency(t[sel], floor, roof[sel]), 3) if (sel := at_m & (nk == b)).any() else None)
+                    for b in buckets])
+    return {"system": system, "engine": engine, "version": f.parent.name, "kernel": kernel, "dtype": dtype,
+            "kernel_class": KERNEL_CLASS[dtype], "src": rel(root, f), "m": ms, "floor_us": floors,
+            "log2_nk": buckets, "e": eff}
+
+
+# ---------------------------------------------------------------- MoE
+def moe_roofline(d: pd.DataFrame, ref: dict, dtype: str, gated: bool) -> np.ndarray:
+    tokens, hidden, topk, experts = (d[c].to_numpy(dtype=float) for c in ("num_tokens", "hidden_size", "topk", "num_experts"))
+    inter = d.inter_size.to_numpy(dtype=float) / d.moe_tp_size.to_numpy(dtype=float)
+    mats = 3 if gated else 2
+    touched = np.minimum(experts, tokens * topk)          # balanced routing: distinct experts hit
+    nbytes = touched * mats * hidden * inter * WEIGHT_BYTES[dtype] + tokens * hidden * 4
+    peak = ref["peaks_tflops"][PEAK_KEY[dtype]]
+    t_comp = 2 * tokens * topk * mats * hidden * inter / (peak * 1e12) if peak else 0 * tokens
+    return np.maximum(nbytes / (ref["bandwidth_gbs"] * 1e9), t_comp)
+
+
+def fit_fixed_and_efficiency(t: np.ndarray, roof: np.ndarray) -> tuple[float, float] | None:
+    """t = fixed + roof / e over the measured shapes (least squares); fixed >= 0."""
+    if len(t) < MOE_MIN_SHAPES or np.ptp(roof) <= 0:
+        return None
+    slope, fixed = np.polyfit(roof, t, 1)
+    if fixed < 0 or slope <= 0:
+        fixed = 0.0
+        slope = float(np.median(t / roof))
+    return float(fixed), min(E_MAX, 1.0 / float(slope))
+
+
+def distill_moe(root: Path, refs: dict) -> list[dict]:
+    rows = []
+    for system, ref in refs.items():
+        for engine in ENGINES:
+            for f, df in newest_per_dtype(root, system, "moe", engine, "moe_perf", "moe_dtype"):
+                df = df[(df.moe_ep_size == 1) & df.num_tokens.isin(MOE_TOKENS)]
+                for (kernel, dtype), d in sorted(df.groupby(["kernel_source", "moe_dtype"])):
+                    if dtype not in WEIGHT_BYTES:
+                        continue
+                    dist = "balanced" if (d.distribution == "balanced").any() else "power_law_1.01"
+                    d = d[d.distribution == dist]
+                    row = _moe_row(root, f, system, ref, engine, kernel, dtype, dist, d)
+                    if row:
+                        rows.append(row)
+    return rows
+
+
+def _moe_row(root, f, system, ref, engine, kernel, dtype, dist, d) -> dict | None:
+    gated = "nongated" not in kernel
+    roof = moe_roofline(d, ref, dtype, gated)
+    t = d.latency.to_numpy() * 1e-3
+    tok = d.num_tokens.to_numpy()
+    pts = []
+    for T in MOE_TOKENS:
+        sel = tok == T
+        fit = fit_fixed_and_efficiency(t[sel], roof[sel]) if sel.any() else None
+        if fit:
+            pts.append((T, sig(fit[0] * 1e6, 3), sig(fit[1], 3), int(sel.sum())))
+    if not pts:
+        return None
+    return {"system": system, "engine": engine, "version": f.parent.name, "kernel": kernel, "dtype": dtype,
+            "kernel_class": KERNEL_CLASS[dtype], "gated": gated, "distribution": dist, "src": rel(root, f),
+            "tokens": [p[0] for p in pts], "fixed_us": [p[1] for p in pts], "e": [p[2] for p in pts],
+            "n": [p[3] for p in pts]}
+
+
+# ---------------------------------------------------------------- all-reduce
+def distill_allreduce(root: Path, refs: dict) -> list[dict]:
+    rows = []
+    for system in refs:
+        nccl = versions(root / system / "comm" / "nccl")
+        sources = [("nccl", v / "nccl_perf.parquet") for v in nccl[:1]]
+        for engine in ENGINES:
+            sources += [(engine, v / "custom_allreduce_perf.parquet")
+                        for v in [v for v in versions(root / system / "comm" / engine)
+                                  if (v / "custom_allreduce_perf.parquet").is_file()][:1]]
+        for engine, f in sources:
+            if not f.is_file():
+                continue
+            df = pd.read_parquet(f)
+            df = df[df.op_name == "all_reduce"]
+            if engine == "nccl":
+                df = df[df.nccl_dtype == "half"].assign(mode="graph")
+            else:
+                df = df.assign(mode=df["backend"].str.rsplit("_", n=1).str[-1] if "backend" in df else "graph")
+            for (mode, tp), d in sorted(df.groupby(["mode", "num_gpus"])):
+                nbytes = d.message_size.to_numpy() * 2                  # bf16/half elements -> bytes
+                keep = (nbytes & (nbytes - 1)) == 0
+                d, nbytes = d[keep], nbytes[keep]
+                order = np.argsort(nbytes)
+                rows.append({"system": system, "engine": engine, "version": f.parent.name, "mode": mode, "tp": int(tp), "src": rel(root, f),
+                             "log2_bytes": [int(math.log2(b)) for b in nbytes[order]],
+                             "us": [sig(x * 1e3, 3) for x in d.latency.to_numpy()[order]]})
+    return rows
+
+
+# ---------------------------------------------------------------- attention
+def distill_attention(root: Path, refs: dict) -> dict[str, list[dict]]:
+    out = {"decode": [], "context": []}
+    for system, ref in refs.items():
+        for engine in ENGINES:
+            for phase, table in (("decode", "generation_attention_perf"), ("context", "context_attention_perf")):
+                for f, df in newest_per_dtype(root, system, "attention", engine, table, "kv_cache_dtype"):
+                    df = df[df.head_dim == 128]
+                    if "window_size" in df:
+                        df = df[df.window_size == 0]
+                    for (kernel, adt, kvdt), d in sorted(df.groupby(["kernel_source", "attn_dtype", "kv_cache_dtype"])):
+                        if kvdt not in KV_BYTES:
+                            continue
+                        row = _attn_row(root, f, system, ref, engine, phase, kernel, adt, kvdt, d)
+                        if row:
+                            out[phase].append(row)
+    return out
+
+
+def _attn_row(root, f, system, ref, engine, phase, kernel, adt, kvdt, d) -> dict | None:
+    b, isl, step, heads, kvh, hd = (d[c].to_numpy(dtype=float) for c in
+                                    ("batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim"))
+    t = d.latency.to_numpy() * 1e-3
+    if phase == "decode":
+        work = b * (isl + step) * kvh * hd * 2 * KV_BYTES[kvdt]               # K and V read once
+        roof = work / (ref["bandwidth_gbs"] * 1e9)
+    else:
+        peak = ref["peaks_tflops"]["fp8" if adt == "fp8" else "bf16"]
+        work = 2 * b * heads * hd * isl * isl                                # QK^T + PV, causal half
+        roof = work / (peak * 1e12)
+    bucket = (np.round(np.log2(np.maximum(work, 1)) / 2) * 2).astype(int)
+    floor = float(np.median(t[bucket == bucket.min()]))     # the smallest work measured: the fixed cost
+    cells = [(int(x), sig(work_efficiency(t[bucket == x], floor, roof[bucket == x]), 3))
+             for x in sorted(set(bucket)) if (bucket == x).sum() >= 3]
+    if not cells:
+        return None
+    return {"system": system, "engine": engine, "version": f.parent.name, "kernel": kernel, "attn_dtype": adt,
+            "kv_dtype": kvdt, "src": rel(root, f), "floor_us": sig(floor * 1e6, 3),
+            "work": "kv_bytes" if phase == "decode" else "flops",
+            "log2_work": [c[0] for c in cells], "e": [c[1] for c in cells]}
+
+
+# ---------------------------------------------------------------- raw rows for checks
+SAMPLE_M = (1, 4, 16, 64, 256, 1024, 4096)
+SAMPLE_NK = (1024, 2048, 4096, 8192, 16384)
+
+
+def sample_rows(root: Path) -> dict[str, list]:
+    """Measured rows of realistic shapes, for tests that check the distilled model reproduces them
+    (on the measured system and carried to a sibling one)."""
+    out: dict[str, list] = {}
+    for system in SYSTEMS:
+        for engine in ENGINES:
+            for f, df in newest_per_dtype(root, system, "gemm", engine, "gemm_perf", "gemm_dtype"):
+                df = df[df.m.isin(SAMPLE_M) & df.n.isin(SAMPLE_NK) & df.k.isin(SAMPLE_NK)]
+                df = df[[(engine, d) not in EAGER_GEMM and d in WEIGHT_BYTES for d in df.gemm_dtype]]
+                out.setdefault(f"gemm/{system}/{engine}", []).extend(
+                    df[["kernel_source", "gemm_dtype", "m", "n", "k", "latency"]].values.tolist())
+            for f, df in newest_per_dtype(root, system, "moe", engine, "moe_perf", "moe_dtype"):
+                df = df[(df.moe_ep_size == 1) & (df.moe_tp_size == 1) & (df.distribution == "balanced")
+                        & df.num_tokens.isin(SAMPLE_M) & df.moe_dtype.isin(list(WEIGHT_BYTES))]
+                out.setdefault(f"moe/{system}/{engine}", []).extend(
+                    df[["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+                        "latency"]].values.tolist())
+    return {k: [[x.item() if hasattr(x, "item") else x for x in r] for r in v] for k, v in out.items() if v}
+
+
+# ---------------------------------------------------------------- output
+HEADER = {
+    "schema": SCHEMA, "package": PACKAGE, "package_version": PACKAGE_VERSION,
+    "generated_by": "profiles/tools/distill_aiconfigurator.py",
+    "license": "Apache-2.0 (aiconfigurator-core measurements, distilled)",
+    "collector": COLLECTOR,
+}
+NOTES = {
+    "gemm": ("t = floor_us + roofline / e, roofline = max((N*K*weight_bytes + M*K*act_bytes + 2*M*N) / bandwidth, "
+             "2*M*N*K / peak) with the system's figures in systems.json; e per M (rows) and log2(N*K) rounded to "
+             "an even number (columns); act_bytes = 2, or 4 for FP8/INT8 activations and 3.125 for NVFP4 (the quantize "
+             "pass writes the quantized copy, the GEMM reads it); median over the measured shapes with N, K >= 128; floor_us per M = the "
+             "median of time - roofline over the shapes with N*K <= 2^20 (the fixed cost of a call). Timed as the engine's Linear module under CUDA graphs (activation quantization included). "
+             "vLLM fp8_block is left out: the collector times it eagerly (host dispatch, not the served kernel)."),
+    "moe": ("t = fixed_us(T) + roofline / e(T) per token count T, fitted by least squares over the measured "
+            "shapes (expert-parallel 1; moe_tp splits the intermediate size); roofline = max(touched experts' "
+            "weight bytes / bandwidth, FLOPs / peak), touched = min(experts, T x topk). The MoE op includes top-k "
+            "routing from given router logits, permute, the grouped GEMMs and the weighted combine; not the router "
+            "GEMM. distribution 'balanced' unless only power-law rows exist."),
+    "allreduce": ("measured latency (us) per message size in bytes (bf16 elements x 2), per TP size; 'nccl' is "
+                  "nccl-tests (newest NCCL per system), an engine name is that engine's custom all-reduce path "
+                  "(mode graph = captured in a CUDA graph, eager = launched from Python)."),
+    "attention": ("decode: t = floor_us + KV bytes / (bandwidth x e), KV bytes = batch x (isl + step) x kv_heads x "
+                  "head_dim x 2 x element bytes; context: t = floor_us + 2 x batch x heads x head_dim x isl^2 / "
+                  "(peak x e); head_dim 128, no sliding window; e per log2(work) rounded to an even number."),
+}
+
+
+def dump(path: Path, key: str, rows, extra: dict | None = None) -> None:
+    """One table per line: small diffs when a measurement changes."""
+    head = {**HEADER, **(extra or {}), **({"model": NOTES[key]} if key in NOTES else {})}
+    lines = ["{", *[f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()], f'  "{key}": [']
+    lines += [f"    {json.dumps(r, sort_keys=True)}{',' if i < len(rows) - 1 else ''}" for i, r in enumerate(rows)]
+    lines += ["  ]", "}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-root", help="aiconfigurator_core/systems/data (default: the installed package)")
+    ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default: %(default)s)")
+    ap.add_argument("--sample-rows", metavar="FILE", help="also write measured rows of realistic shapes (JSON) to FILE")
+    args = ap.parse_args(argv)
+    root, out = data_root(args.data_root), Path(args.out)
+    if args.sample_rows:
+        Path(args.sample_rows).write_text(json.dumps(sample_rows(root)), encoding="utf-8")
+    out.mkdir(parents=True, exist_ok=True)
+    refs = reference_figures(ROOT / "profiles" / "gpus.yaml")
+    dump(out / "systems.json", "systems", list(refs.values()),
+         {"peak_basis": "profiles/gpus.yaml dense tensor peaks (TFLOPS) and theoretical bandwidth (GB/s) of each "
+                        "system's entry: every efficiency in this folder is relative to these figures"})
+    dump(out / "gemm.json", "gemm", distill_gemm(root, refs))
+    dump(out / "moe.json", "moe", distill_moe(root, refs))
+    dump(out / "allreduce.json", "allreduce", distill_allreduce(root, refs))
+    att = distill_attention(root, refs)
+    dump(out / "attention_decode.json", "attention", att["decode"])
+    dump(out / "attention_context.json", "attention", att["context"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
