@@ -41,12 +41,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", help="model name to send (default: the first id of /v1/models)")
     parser.add_argument("--plan", metavar="PLAN.json",
                         help="`plan --json` output (or a prediction file) to judge against")
-    # None: launchers.bench.BenchConfig's default, the one the TUI's Bench tab uses too (the help states it)
-    parser.add_argument("--concurrency", type=whole(1, 4096), default=None, metavar="N",
+    # None: launchers.bench.BenchConfig's default, the one the TUI's Bench tab uses too (the help states it);
+    # the ranges are BenchConfig's own (tests/launch/test_launch_bench_limits.py holds them equal)
+    parser.add_argument("--concurrency", type=whole(1, 512), default=None, metavar="N",
                         help="concurrent streams (default 4)")
-    parser.add_argument("--max-tokens", type=whole(1, 10**7), default=None, metavar="N",
+    parser.add_argument("--max-tokens", type=whole(1, 32768), default=None, metavar="N",
                         help="output tokens per request (default 512)")
-    parser.add_argument("--shots", type=whole(1, 1000), default=None, metavar="N",
+    parser.add_argument("--shots", type=whole(1, 20), default=None, metavar="N",
                         help="shots per prompt kind (default 3)")
     parser.add_argument("--long-prompt-words", type=whole(0, 10**7), default=None, metavar="N",
                         help="words in the long-prefill prompt; 0 skips it (default 3000)")
