@@ -164,14 +164,18 @@ def _glob(pattern: str) -> re.Pattern:
     return re.compile(fnmatch.translate(pattern))
 
 
-def _excluded(name: str, patterns) -> bool:
-    """ModelOpt exclude_modules / ignore: fnmatch on the module name (vllm modelopt.py is_layer_excluded)."""
-    for p in patterns:
-        if not isinstance(p, str):
-            continue
-        if p == name or name.startswith(p + ".") or _glob(p).match(name):
-            return True
-    return False
+def _excluder(patterns):
+    """ModelOpt exclude_modules / ignore: is a module name excluded (fnmatch, or the name or a parent of it;
+    vllm modelopt.py is_layer_excluded). Prepared once per list, asked per module (a MoE checkpoint lists
+    one pattern per layer): a pattern without a wildcard only matches itself, so only wildcards need a regex."""
+    strs = [p for p in patterns if isinstance(p, str)]
+    exact = frozenset(strs)
+    prefixes = tuple(p + "." for p in strs)
+    globs = tuple(_glob(p) for p in strs if any(c in p for c in "*?["))
+
+    def excluded(name: str) -> bool:
+        return name in exact or name.startswith(prefixes) or any(g.match(name) for g in globs)
+    return excluded
 
 
 def _modelopt_plan(qcfg: dict, hf_quant: dict | None, notes: list, qc_key: str) -> QuantPlan:
@@ -186,6 +190,7 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None, notes: list, qc_key: str) 
         producer_version = (qcfg.get("producer") or {}).get("version") if isinstance(qcfg.get("producer"), dict) else None
     algo = str(q.get("quant_algo") or qcfg.get("quant_algo") or "").upper()
     excludes = _str_list(q.get("exclude_modules") or qcfg.get("ignore") or qcfg.get("exclude_modules"))
+    is_excluded = _excluder(excludes)
     kv = q.get("kv_cache_quant_algo")
     if kv is None:
         kv = qcfg.get("kv_cache_quant_algo")
@@ -219,7 +224,7 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None, notes: list, qc_key: str) 
                     hit = table.get(".".join(parts[:i]))
                     if hit is not None:
                         break
-            if hit is None or _excluded(name, excludes):
+            if hit is None or is_excluded(name):
                 return None
             return Spec(hit[0], hit[1], f"quantized_layers {hit[2]}")
 
@@ -239,7 +244,7 @@ def _modelopt_plan(qcfg: dict, hf_quant: dict | None, notes: list, qc_key: str) 
     def resolve_uniform(name: str, role: str) -> Spec | None:
         if role not in LINEAR_ROLES and role not in ("mtp", "vision", "other"):
             return None
-        if _excluded(name, excludes):
+        if is_excluded(name):
             return None
         return uniform
 

@@ -149,9 +149,26 @@ def evidence_for(gpu: GpuSpec, calibration=None, folder: Path | None = None) -> 
 
 
 # ---------------------------------------------------------------- table choice
+# (id of the table tuple, system, dtypes, engine, kernel) -> (that tuple, choice): a plan asks the same
+# choice for every module group and M; the tuple is held, so its id cannot be reused while the entry lives
+_PICKED: dict = {}
+
+
 def _pick(tables, system: str, dtypes: tuple[str, ...], engine: str | None, kernel: str | None = None):
     """The table for (system, dtype) from ``engine`` (else the first of ENGINE_ORDER that has one), nearest
     dtype first; among kernels of one engine, the one matching ``kernel`` or else the most measured."""
+    if not isinstance(tables, tuple):         # only an immutable set can be remembered
+        return _choose(tables, system, dtypes, engine, kernel)
+    key = (id(tables), system, tuple(dtypes), engine, kernel)
+    hit = _PICKED.get(key)
+    if hit is not None and hit[0] is tables:
+        return hit[1]
+    out = _choose(tables, system, dtypes, engine, kernel)
+    _PICKED[key] = (tables, out)
+    return out
+
+
+def _choose(tables, system: str, dtypes: tuple[str, ...], engine: str | None, kernel: str | None):
     cands = [t for t in tables if t.system == system and t.dtype in dtypes]
     if kernel:
         cands = [t for t in cands if kernel in t.kernel] or cands

@@ -175,6 +175,8 @@ class CostModel:
     model_dtype: str = "bfloat16"                      # activations / 'auto' caches: float16 without BF16
     swa_full_tokens_ratio: float | None = None         # engine splits its pool full/window (SGLang)
     ops: measured.Ops | None = None                    # measured operator evidence for this card and engine
+    # decode_step's module-group terms per (M, tp, extra): fresh per instance, also under replace()
+    _steps: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def recurrent(self, tp: int, kv: KvDtype, draft_tokens: int = 0, cc: tuple[int, int] | None = None,
                   architecture: str = "") -> recurrent_state.RecurrentState | None:
@@ -567,33 +569,12 @@ class CostModel:
         """One decode step of ``batch`` sequences at ``context`` tokens each; ``verify_tokens`` > 1
         scores that many positions per sequence in the same weight read (speculative verification).
         The kernels of a step run one after the other: the GPU time is the sum of each one's time."""
-        wm = self.weights
         m = batch * verify_tokens
-        bytes_parts = wm.step_bytes(m, tp)
-        elems = wm.step_elements(m, tp)
-        flops_tok = wm.flops_per_token(tp)
-        for p in extra:                       # e.g. the MTP head when it drafts
-            bytes_parts[p] = p.stored_bytes / tp
-            elems[p] = p.params / tp
-            flops_tok[p] = 2.0 * p.params / tp
-        t_bytes = t_mma = t_deq = t_exposed = t_floor = calls = gpu = 0.0
-        total_bytes = total_flops = 0.0
-        unknown: set[str] = set()
-        costs: list[PartCost] = []
-        for p, b in bytes_parts.items():
-            if b <= 0:
-                continue
-            c = self.part_cost(p, m, b, elems[p], flops_tok[p], unknown, tp=tp)
-            costs.append(c)
-            gpu += c.seconds
-            t_bytes += c.t_bytes
-            total_bytes += c.weight_bytes + c.copy_bytes
-            t_mma += c.t_compute - c.t_dequant
-            t_deq += c.t_dequant
-            t_exposed += c.t_exposed
-            t_floor += c.t_floor
-            calls += c.calls
-            total_flops += c.flops
+        lin = self._steps.get((m, tp, extra))
+        if lin is None:
+            lin = self._steps[(m, tp, extra)] = self._decode_linear(m, tp, extra)
+        costs, gpu, t_bytes, total_bytes, t_mma, t_deq, t_exposed, t_floor, calls, total_flops, unk = lin
+        unknown = set(unk)
         kvl = self.kv_layout(tp)
         kv_bytes = batch * kvl.request_bytes(kv, context)
         att = self.decode_attention(batch, context, kv, tp, verify_tokens, unknown)
@@ -631,6 +612,39 @@ class CostModel:
                        "no measured operator (estimates; see the assumptions)"))
         return StepCost(total, t_bytes, t_compute, fixed, bound, total_bytes, total_flops + attn, d,
                         tuple(sorted(unknown)), tuple(costs), t_exposed, host, sources)
+
+    def _decode_linear(self, m: int, tp: int, extra: tuple[Part, ...]) -> tuple:
+        """The module groups' share of a decode step at M rows: per-group costs and their running sums
+        (in decode_step's order), and the unknown rates; it does not depend on the batch split or the
+        context, so decode_step keeps it per (M, tp, extra) (the curves revisit the same M)."""
+        wm = self.weights
+        bytes_parts = wm.step_bytes(m, tp)
+        elems = wm.step_elements(m, tp)
+        flops_tok = wm.flops_per_token(tp)
+        for p in extra:                       # e.g. the MTP head when it drafts
+            bytes_parts[p] = p.stored_bytes / tp
+            elems[p] = p.params / tp
+            flops_tok[p] = 2.0 * p.params / tp
+        t_bytes = t_mma = t_deq = t_exposed = t_floor = calls = gpu = 0.0
+        total_bytes = total_flops = 0.0
+        unknown: set[str] = set()
+        costs: list[PartCost] = []
+        for p, b in bytes_parts.items():
+            if b <= 0:
+                continue
+            c = self.part_cost(p, m, b, elems[p], flops_tok[p], unknown, tp=tp)
+            costs.append(c)
+            gpu += c.seconds
+            t_bytes += c.t_bytes
+            total_bytes += c.weight_bytes + c.copy_bytes
+            t_mma += c.t_compute - c.t_dequant
+            t_deq += c.t_dequant
+            t_exposed += c.t_exposed
+            t_floor += c.t_floor
+            calls += c.calls
+            total_flops += c.flops
+        return (tuple(costs), gpu, t_bytes, total_bytes, t_mma, t_deq, t_exposed, t_floor, calls, total_flops,
+                frozenset(unknown))
 
     def crossover_batch(self, context: float, kv: KvDtype, tp: int = 1, limit: int = 1 << 16) -> int | None:
         """Smallest batch <= limit whose compute time reaches its bytes time (None: bandwidth-bound up to
