@@ -11,8 +11,6 @@ all (``known=False``) rather than a guess.
 
 from __future__ import annotations
 
-from advisor.yamlio import load_yaml_file
-
 import functools
 import re
 from dataclasses import dataclass
@@ -21,13 +19,14 @@ from types import MappingProxyType
 from typing import Mapping
 
 from advisor.errors import BadInput
+from advisor.gpu_spec import ARCHS
 from advisor.kernel_path.model import MMA_CLASSES
+from advisor.yamlio import load_yaml_file
 
 # Input formats the table answers for (see the header of profiles/arch.yaml).
 FORMATS = ("f16", "bf16", "int8", "int4", "e4m3", "nvfp4", "mxfp4")
 _ARCH_KEYS = {"cc", "arch", "arch_specific", "products", "instructions", "block_scaled_kinds",
               "sparse_2_4", "mma", "fact_sources", "notes"}
-_ARCHS = ("turing", "ampere", "ada", "hopper", "blackwell")
 # Aliases callers may use for a format.
 _FORMAT_ALIASES = {"fp16": "f16", "fp8": "e4m3", "fp8_e4m3": "e4m3", "fp4": "nvfp4", "s8": "int8",
                    "s4": "int4", "w4a4-nvfp4": "nvfp4"}
@@ -130,8 +129,8 @@ def _validate(data: object, path: str) -> tuple[dict[str, str], list[dict]]:
         for key, typ in types.items():
             if not isinstance(rec[key], typ):
                 raise BadInput(f"{where}.{key}: must be a {typ.__name__}", path=path)
-        if rec["arch"] not in _ARCHS:
-            raise BadInput(f"{where}.arch: {rec['arch']!r} is not one of {', '.join(_ARCHS)}", path=path)
+        if rec["arch"] not in ARCHS:
+            raise BadInput(f"{where}.arch: {rec['arch']!r} is not one of {', '.join(ARCHS)}", path=path)
         for part in ("mma", "fact_sources"):
             if not isinstance(rec[part], dict) or set(rec[part]) != set(FORMATS):
                 raise BadInput(f"{where}.{part}: must give exactly {', '.join(FORMATS)}", path=path)

@@ -98,7 +98,7 @@ def from_dict(data: dict) -> Calibration | None:
             dequant_overhead=_floats(data.get("dequant_overhead")),
             read_bandwidth_gbs=(float(data["read_bandwidth_gbs"])
                                 if isinstance(data.get("read_bandwidth_gbs"), (int, float)) else None),
-            shape=tuple(int(x) for x in shape) if isinstance(shape, (list, tuple)) and len(shape) == 2 else None,
+            shape=(int(shape[0]), int(shape[1])) if isinstance(shape, (list, tuple)) and len(shape) == 2 else None,
             software={str(k): str(v) for k, v in (data.get("software") or {}).items()},
             schema_version=int(data.get("schema_version", SCHEMA_VERSION)),
         )

@@ -1,8 +1,9 @@
 """The subcommands' names and one-line summaries, and the argparse parser built from them lazily.
 
 Importing all 13 command modules to build every subparser took 0.48 s of a cold `plan` on a busy 2-core
-machine (0.2 s with plan's module alone): only the chosen command's module is imported now. `--help` still lists every command from this
-table; tests/cli/test_cli_command_table.py keeps it equal to each module's NAME, HELP and ORDER.
+machine (0.2 s with plan's module alone): only the chosen command's module is imported now. `--help` still
+lists every command from this table; tests/architecture/test_command_table.py keeps it equal to each
+module's NAME, HELP and ORDER.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ unknown device). Peaks are DENSE tensor-core rates; a format the architecture la
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal, Union, get_args
 
 # Keys of `peaks` (TFLOPS, TOPS for int8/int4).
 PEAK_KEYS = (
@@ -38,6 +38,9 @@ NOT_SUPPORTED = _NotSupported()
 Peak = Union[float, None, _NotSupported]
 
 Arch = Literal["turing", "ampere", "ada", "hopper", "blackwell", "unknown"]
+# The architecture families profiles/gpus.yaml and profiles/arch.yaml may name: the one list (a new family is
+# added here, then in the data).
+ARCHS: tuple[str, ...] = tuple(a for a in get_args(Arch) if a != "unknown")
 
 
 @dataclass(frozen=True)

@@ -102,10 +102,16 @@ def _validated_entry(path: str, text: str, schema_modules: tuple[str, ...]) -> P
     for name in schema_modules:
         mod = sys.modules.get(name)
         version = getattr(mod, "__version__", None) or getattr(mod, "VERSION", None)
-        try:
-            h.update(Path(mod.__file__).read_bytes() if version is None else str(version).encode())
-        except (AttributeError, OSError, TypeError):
+        if version is not None:
+            h.update(str(version).encode())
+            continue
+        source = getattr(mod, "__file__", None)
+        if not isinstance(source, str):
             return None                        # cannot tell the schema apart: no cache
+        try:
+            h.update(Path(source).read_bytes())
+        except OSError:
+            return None
     return cache_dir().parent / "validated" / f"{Path(path).stem}-{h.hexdigest()[:32]}.pickle"
 
 

@@ -41,7 +41,8 @@ class _Lines:
     """One line per phase on a stream that is not a terminal (a log, CI): no redraws, no noise."""
 
     def __init__(self, title: str, stream: TextIO):
-        self.title, self.stream, self.phase = title, stream, None
+        self.title, self.stream = title, stream
+        self.phase: str | None = None
 
     def __call__(self, step: Step) -> None:
         if step.phase and step.phase != self.phase:
@@ -92,7 +93,8 @@ class Throttled:
 
     def __init__(self, bar: Bar, interval_s: float = 0.1):
         self.bar, self.interval_s = bar, interval_s
-        self.last, self.phase = 0.0, None
+        self.last = 0.0
+        self.phase: str | None = None
 
     def __call__(self, step: Step) -> None:
         now = time.monotonic()

@@ -7,13 +7,14 @@ Stored as YAML in the user's config dir (platformdirs). A corrupt or unreadable 
 
 from __future__ import annotations
 
-from advisor.yamlio import safe_load
-
 import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from advisor import engines
+from advisor.yamlio import safe_load
 
 APP_NAME = "nvfp4-advisor"
 
@@ -35,7 +36,7 @@ class UserState:
     checkpoint: str | None = None
     gpu_id: str | None = None
     gpus: int = 1
-    engine: str = "vllm"
+    engine: str = engines.DEFAULT
     engine_version: str | None = None      # None: the newest rule file for the engine
     workload: str = "interactive"
     theme: str = "textual-dark"

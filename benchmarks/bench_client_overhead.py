@@ -51,9 +51,9 @@ def pct(values, q):
 
 
 async def drive(url: str, streams: int, tokens: int, model: str | None = None):
-    from launchers import bench
+    from launchers import stream_client
 
-    client = bench.Client(url, model=model, timeout_s=300)
+    client = stream_client.Client(url, model=model, timeout_s=300)
     async with client.http(streams) as http:
         await client.resolve_model(http)
         t0 = time.perf_counter()

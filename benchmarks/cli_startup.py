@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     if has_probe():
         cases.append(("probe --json", [sys.executable, "-m", "advisor", "probe", "--json"], args.strict_probe))
 
-    print(f"{'command':<16}{'median s':>10}{'min s':>9}{'max s':>9}{'ratio':>8}  verdict  (target {args.target} s, n={args.runs})")
+    print(f"{'command':<16}{'median s':>10}{'min s':>9}{'max s':>9}{'ratio':>8}  verdict  "
+          f"(target {args.target} s, n={args.runs})")
     failed = False
     for label, cmd, gated in cases:
         median, samples, rc = time_command(cmd, args.runs)

@@ -81,8 +81,10 @@ def generate(folder: Path, size_gb: float, h: int, vocab: int = 32000) -> tuple[
             wm[s.name] = fname
         w.close()
     total = sum(s.nbytes for s in specs)
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": wm}))
-    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": h, "num_hidden_layers": layers}))
+    index = {"metadata": {"total_size": total}, "weight_map": wm}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    config = {"model_type": "llama", "hidden_size": h, "num_hidden_layers": layers}
+    (folder / "config.json").write_text(json.dumps(config))
     return total, max(s.nbytes for s in specs)
 
 

@@ -36,20 +36,21 @@ def main(argv=None) -> int:
 
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.gpu_table import get_gpu, load_gpu_table
-    from advisor.kernel_path import rules
+    from advisor.kernel_path import rule_files
     from advisor.kernel_path.explain import explain, explain_all_gpus
 
     info = inspect_checkpoint(args.checkpoint)
     gpu = get_gpu(args.gpu)
     table = load_gpu_table()
 
-    rules._load_cached.cache_clear()
+    rule_files._load_cached.cache_clear()
     t = time.perf_counter()
     explain(info, gpu, engine=args.engine)
     cold = time.perf_counter() - t
 
     one = _median(lambda: explain(info, gpu, engine=args.engine), args.repeat)
-    every = _median(lambda: explain_all_gpus(info, args.engine, table=table), max(1 if args.smoke else 3, args.repeat // 4))
+    every = _median(lambda: explain_all_gpus(info, args.engine, table=table),
+                    max(1 if args.smoke else 3, args.repeat // 4))
 
     rows = [("explain, 1 checkpoint x 1 GPU (cold, loads rules)", cold, 0.1),
             ("explain, 1 checkpoint x 1 GPU (median)", one, 0.1),

@@ -53,7 +53,8 @@ CLASSES = ("bits", "cvt", "fp", "mma", "ldg", "smem", "shfl", "other")
 
 _BITS = {"LOP3", "LOP", "SHF", "SHL", "SHR", "PRMT", "BFE", "BFI", "BMSK", "SGXT", "BREV", "FLO", "POPC"}
 _CVT = {"F2F", "F2FP", "I2F", "F2I", "I2FP", "F2IP", "I2I", "FRND"}
-_FP = {"FFMA", "FMUL", "FADD", "FFMA2", "FMUL2", "FADD2", "HFMA2", "HMUL2", "HADD2", "FMNMX", "HMNMX2", "FSEL", "FSETP", "HSETP2"}
+_FP = {"FFMA", "FMUL", "FADD", "FFMA2", "FMUL2", "FADD2", "HFMA2", "HMUL2", "HADD2", "FMNMX", "HMNMX2", "FSEL", "FSETP",
+       "HSETP2"}
 _MMA = {"HMMA", "HGMMA", "IMMA", "QGMMA", "IGMMA", "BGMMA", "UTCHMMA", "UTCQMMA", "UTCMMA", "OMMA", "QMMA",
         "WARPGROUP", "WARPSYNC"}
 _LDG = {"LDG", "LDGSTS", "LDGDEPBAR", "LD", "UTMALDG", "UBLKCP"}

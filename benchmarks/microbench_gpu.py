@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         args.m, args.shape, args.budget, args.no_save = "1", [_shape("1024x1024")], 10.0, True
         args.json = args.json or Path(tempfile.mkdtemp()) / "microbench-smoke.json"
 
-    from advisor.commands.microbench import gpu_unavailable, resolve_spec
+    from advisor.services.microbench import gpu_unavailable, resolve_spec
 
     reason = gpu_unavailable()
     if reason:

@@ -77,7 +77,8 @@ def main() -> int:
     rss = max(r["peak_rss"] for r in runs)
     bound = 0.5e9 + 2 * largest
     print(json.dumps({"reference_gb": round(total / 1e9, 3), "median_wall_s": round(statistics.median(
-        r["seconds"] for r in runs), 2), "median_cpu_s": round(cpu, 2), "gb_per_s_per_core": round(total / cpu / 1e9, 3),
+        r["seconds"] for r in runs), 2), "median_cpu_s": round(cpu, 2),
+        "gb_per_s_per_core": round(total / cpu / 1e9, 3),
         "peak_rss_gb": round(rss / 1e9, 3), "rss_bound_gb": round(bound / 1e9, 3),
         "rss_within_bound": rss <= bound}, indent=1))
     return 0 if rss <= bound or args.smoke else 1

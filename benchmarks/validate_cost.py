@@ -81,7 +81,7 @@ def checkpoint_path(config: str) -> str:
 
 def predict(p: dict) -> Result:
     """The figure `plan` gives for the point's metric under its conditions."""
-    from advisor.analysis import explain_and_plan
+    from advisor.services.analysis import explain_and_plan
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.cost.overrides import Overrides
     from advisor.cost.workload import Workload

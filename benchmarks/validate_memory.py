@@ -96,11 +96,13 @@ def load_points(path: Path) -> list[dict]:
 
 
 def markdown(rows: list[Row]) -> str:
-    out = ["| point | engine (log / profile) | metric | logged | predicted | error | weights logged / predicted (GiB) |",
+    out = ["| point | engine (log / profile) | metric | logged | predicted | error "
+           "| weights logged / predicted (GiB) |",
            "|---|---|---|---:|---:|---:|---|"]
     for r in rows:
         fmt = "{:,.0f}" if r.metric == "kv_tokens" else "{:.2f}"
-        w = f"{r.weights_reported:.2f} / {r.weights_predicted:.2f}" if r.weights_reported else f"- / {r.weights_predicted:.2f}"
+        logged = f"{r.weights_reported:.2f}" if r.weights_reported else "-"
+        w = f"{logged} / {r.weights_predicted:.2f}"
         out.append(f"| [{r.id}]({r.link}) | {r.engine} {r.logged_version} / {r.profile_version} | {r.metric} | "
                    f"{fmt.format(r.reported)} | {fmt.format(r.predicted)} | {r.error:+.1%} | {w} |")
     med = statistics.median(abs(r.error) for r in rows)

@@ -42,6 +42,10 @@ v4 (kernels/NOTES.md, "v4"): the NVFP4 GEMV on tiles inside W runs one PTX block
 (`nvfp4_block_dot`: that decode with `prmt` byte moves, the widening and two FMA chains, FFMA2 on
 sm_100+) and reads its E4M3 scales as words (`e4m3_words_to_f32`); the interpreter runs the same
 math in plain Triton, and tests/kernels/test_kernels_decode_v4.py executes the PTX text on CPU.
+
+One module over ~400 lines on purpose: every helper here reads the one tensor-layout contract above
+(bit positions, scale strides, the 2**-14 bias), and the GEMV steps inline each other's helpers;
+split, a layout change would have to be made in several files in step.
 """
 
 from __future__ import annotations
@@ -256,13 +260,14 @@ def _block_dot_ptx(f32x2: bool) -> str:
                   f"shl.b32 t2, {word}, 1; and.b32 t2, t2, 0x0E0E0E0E; or.b32 u, t1, t2;",
                   f"shr.b32 t1, {word}, 3; and.b32 t1, t1, 0x0E0E0E0E;",
                   f"and.b32 t2, {word}, 0x80808080; or.b32 v, t1, t2;"]
-        for src, op, lo, hi in (("u", "prmt.b32 p, u, 0, 0x2404;", 0, 4), ("u", "and.b32 p, u, 0xFF00FF00;", 2, 6),
+        for _src, op, lo, hi in (("u", "prmt.b32 p, u, 0, 0x2404;", 0, 4), ("u", "and.b32 p, u, 0xFF00FF00;", 2, 6),
                                 ("v", "prmt.b32 p, v, 0, 0x2404;", 1, 5), ("v", "and.b32 p, v, 0xFF00FF00;", 3, 7)):
             lines.append(f"{op} mov.b32 {{l, h}}, p; cvt.f32.f16 w{lo}, l; cvt.f32.f16 w{hi}, h;")
         for j in range(0, 8, 2):
             a, b = f"${first + j}", f"${first + j + 1}"
             if f32x2:
-                lines.append(f"mov.b64 wa, {{w{j}, w{j + 1}}}; mov.b64 aa, {{{a}, {b}}}; fma.rn.f32x2 acc, wa, aa, acc;")
+                lines.append(f"mov.b64 wa, {{w{j}, w{j + 1}}}; mov.b64 aa, {{{a}, {b}}}; "
+                             "fma.rn.f32x2 acc, wa, aa, acc;")
             else:
                 lines.append(f"fma.rn.f32 e, w{j}, {a}, e; fma.rn.f32 o, w{j + 1}, {b}, o;")
     if f32x2:

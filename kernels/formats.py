@@ -67,6 +67,7 @@ def reference_dequantize(w: Weight):
     q = w.wq.to(torch.int64)
     codes = torch.stack([q & 0xF, q >> 4], dim=-1).reshape(w.n, w.k)
     if w.fmt == "nvfp4":
+        assert w.gs is not None, "an NVFP4 weight carries its global scale"
         lut = torch.tensor(_E2M1, dtype=torch.float32, device=w.wq.device)
         scale = w.ws.to(torch.float32).repeat_interleave(16, dim=1)
         return lut[codes] * scale * w.gs.to(torch.float32)

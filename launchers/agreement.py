@@ -19,7 +19,7 @@ from advisor.errors import AdvisorError
 from advisor.quality import agreement_stats as st
 from advisor.quality.canary import compare_acceptance, from_metrics
 from advisor.quality.prompts import PromptSet
-from launchers import bench
+from launchers import server_metrics, stream_client
 
 TOP_LOGPROBS = 5
 MAX_PIECES_PER_TOKEN = 4
@@ -29,7 +29,7 @@ class Side:
     """One server: its client (model name, key, timeout) and whether it takes logprobs."""
 
     def __init__(self, base_url: str, *, model: str | None, api_key: str | None, timeout_s: float):
-        self.client = bench.Client(base_url, model=model, api_key=api_key, timeout_s=timeout_s)
+        self.client = stream_client.Client(base_url, model=model, api_key=api_key, timeout_s=timeout_s)
         self.logprobs = True
         self.notes: set[str] = set()
 
@@ -45,7 +45,9 @@ class Side:
         if gen is None:                        # rejected the logprobs fields: plain requests from now on
             self.logprobs = False
             self.notes.add(f"{self.client.base_url} rejected logprobs: compared on stream chunks")
-            gen = await self._bounded(http, prompt, max_tokens)
+            retry = await self._bounded(http, prompt, max_tokens)
+            assert retry is not None           # a request without logprobs is never rejected for them
+            gen = retry
         return gen
 
     async def _bounded(self, http, prompt: str, max_tokens: int) -> st.Generation | None:
@@ -112,8 +114,8 @@ async def run_agreement(candidate: Side, reference: Side, prompts: PromptSet, *,
     async with candidate.client.http(2) as hc, reference.client.http(2) as hr:
         cand_model = await candidate.client.resolve_model(hc)
         ref_model = await reference.client.resolve_model(hr)
-        before = await asyncio.gather(bench.scrape_metrics(hc, candidate.client.base_url),
-                                      bench.scrape_metrics(hr, reference.client.base_url))
+        before = await asyncio.gather(server_metrics.scrape_metrics(hc, candidate.client.base_url),
+                                      server_metrics.scrape_metrics(hr, reference.client.base_url))
         comparisons: list[st.PromptComparison] = []
         failures: list[str] = []
         sources = set()
@@ -127,8 +129,8 @@ async def run_agreement(candidate: Side, reference: Side, prompts: PromptSet, *,
                 continue
             sources.add((ref.token_source, cand.token_source))
             comparisons.append(st.compare_generations(p.kind, p.text, ref, cand))
-        after = await asyncio.gather(bench.scrape_metrics(hc, candidate.client.base_url),
-                                     bench.scrape_metrics(hr, reference.client.base_url))
+        after = await asyncio.gather(server_metrics.scrape_metrics(hc, candidate.client.base_url),
+                                     server_metrics.scrape_metrics(hr, reference.client.base_url))
     if not comparisons:
         raise AdvisorError(f"agreement: no prompt answered on both servers ({failures[0] if failures else 'no data'})")
     both = sources == {("logprobs", "logprobs")}
@@ -138,9 +140,10 @@ async def run_agreement(candidate: Side, reference: Side, prompts: PromptSet, *,
         kl_note = (f"KL not measured: the {' and the '.join(missing)} server returned no logprobs "
                    "(transformers serve ignores them; vLLM, SGLang and llama.cpp return them)")
     canary = None
-    spec_c, spec_r = bench.spec_acceptance(before[0], after[0]), bench.spec_acceptance(before[1], after[1])
+    spec_c = from_metrics(server_metrics.spec_acceptance(before[0], after[0]))
+    spec_r = from_metrics(server_metrics.spec_acceptance(before[1], after[1]))
     if spec_c is not None and spec_r is not None:
-        canary = compare_acceptance(from_metrics(spec_c), from_metrics(spec_r))
+        canary = compare_acceptance(spec_c, spec_r)
     return st.AgreementReport(
         candidate.client.base_url, reference.client.base_url, cand_model, ref_model, max_tokens, prompts.source,
         "logprob tokens" if both else "stream chunks", st.summarize(comparisons), tuple(comparisons), kl_note,

@@ -58,7 +58,8 @@ class LaunchCommand:
 
         words = [f"{k}={shlex.quote(redact_text(v, self.secrets))}" for k, v in self.env]
         words += [shlex.quote(redact_text(a, self.secrets)) for a in self.argv]
-        lines, current = [], []
+        lines: list[str] = []
+        current: list[str] = []
         n_env = len(self.env)
         for i, w in enumerate(words):
             if i > n_env + 1 and w.startswith("-") and current and not _is_number(w):
@@ -82,7 +83,8 @@ class LaunchCommand:
             "argv": [redact_text(a, sec) for a in self.argv],
             "env": {k: redact_text(v, sec) for k, v in self.env},
             "command_line": self.display(),
-            "files": [{"path": f.path, "purpose": f.purpose, "content": redact_text(f.content, sec)} for f in self.files],
+            "files": [{"path": f.path, "purpose": f.purpose, "content": redact_text(f.content, sec)}
+                      for f in self.files],
             "steps": [{"where": s.where, "purpose": s.purpose, "command_line": line}
                       for s, line in zip(self.steps, self.display_steps())],
             "warnings": list(self.warnings),

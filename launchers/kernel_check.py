@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from advisor.kernel_path.model import Explanation
 
 _RULES = (  # (layer class, regex, group with the kernel name)
-    ("attention_kv", re.compile(r"Using (?:AttentionBackendEnum\.)?([A-Z0-9_]+) (?:attention )?backend(?: out of|\.)"), 1),
+    ("attention_kv",
+     re.compile(r"Using (?:AttentionBackendEnum\.)?([A-Z0-9_]+) (?:attention )?backend(?: out of|\.)"), 1),
     ("moe_experts", re.compile(r"Using '([A-Za-z0-9_]+)' \S+ MoE backend"), 1),
     ("dense_linear", re.compile(r"Using ([A-Za-z0-9_]+Kernel) for (?!MMEncoder)"), 1),
     ("dense_linear", re.compile(r"Using ([A-Za-z0-9_]+) for mixed-precision linear"), 1),

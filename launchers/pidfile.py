@@ -130,7 +130,7 @@ def records(directory: Path | None = None) -> list[ServerRecord]:
     """Every readable record of this host and boot. Unreadable ones and those of an earlier boot
     are deleted; another host's (a home folder shared over the network) are left to that host."""
     d = directory or run_dir()
-    out = []
+    out: list[ServerRecord] = []
     if not d.is_dir():
         return out
     host, boot = this_boot()

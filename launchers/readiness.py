@@ -34,7 +34,8 @@ class ProbeResult:
 
 def probe(engine: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 2.0) -> ProbeResult:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    statuses, ids = [], ()
+    statuses: list[tuple[str, str]] = []
+    ids: tuple[str, ...] = ()
     with httpx.Client(timeout=timeout_s, headers=headers, trust_env=False) as client:
         for path in PROBES[engine]:
             try:

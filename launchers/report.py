@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
+from advisor.doc import Block, Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
 from advisor.untrusted import printable
 
 
 def command_doc(cmd) -> Doc:
-    blocks = [Heading(f"Launch: {cmd.engine}" + (f" {cmd.version}" if cmd.version else "")),
+    blocks: list[Block] = [Heading(f"Launch: {cmd.engine}" + (f" {cmd.version}" if cmd.version else "")),
               Paragraph(cmd.display_multiline(), "code")]
     if cmd.version_note:
         blocks.append(Paragraph(cmd.version_note, "dim"))
@@ -34,7 +34,7 @@ def findings_doc(findings, title: str = "Diagnosis") -> Doc:
 
 
 def failure_doc(err) -> Doc:
-    blocks = [Paragraph(str(err), "bad")]
+    blocks: list[Block] = [Paragraph(str(err), "bad")]
     doc = Doc(tuple(blocks)) + findings_doc(getattr(err, "findings", ()))
     tail = getattr(err, "tail", ())
     if tail:
@@ -45,7 +45,7 @@ def failure_doc(err) -> Doc:
 def kernel_check_doc(kc) -> Doc:
     rows = tuple((r.mark, r.layer_class, na(r.predicted), ", ".join(r.observed) or "not logged") for r in kc.rows)
     styles = tuple({"match": "good", "mismatch": "bad"}.get(r.status, "dim") for r in kc.rows)
-    blocks = [Heading("Kernel check", 2)]
+    blocks: list[Block] = [Heading("Kernel check", 2)]
     if rows:
         blocks.append(Table(("", "layer class", "predicted (explain)", "engine logged"), rows, row_styles=styles))
     else:
@@ -69,7 +69,7 @@ def _s(v, unit="s", fmt="{:.3f}"):
 
 
 def bench_doc(rep, verdicts=(), watch=()) -> Doc:
-    blocks = [Heading(f"Benchmark: {rep.model} at {rep.url}"),
+    blocks: list[Block] = [Heading(f"Benchmark: {rep.model} at {rep.url}"),
               Paragraph(f"settings: {rep.config.settings}; temperature 0, medians; deadlines: "
                         f"{rep.config.deadlines}", "dim")]
     if rep.excluded_text:
@@ -88,7 +88,8 @@ def bench_doc(rep, verdicts=(), watch=()) -> Doc:
         blocks.append(KeyValues((
             ("streams", f"{c.streams} ({c.failed} failed)"),
             ("aggregate tok/s", na(c.aggregate_tps, "", "{:.1f}")),
-            ("per-stream tok/s p50 / p99", f"{na(c.per_stream_tps.p50, '', '{:.1f}')} / {na(c.per_stream_tps.p99, '', '{:.1f}')}"),
+            ("per-stream tok/s p50 / p99",
+             f"{na(c.per_stream_tps.p50, '', '{:.1f}')} / {na(c.per_stream_tps.p99, '', '{:.1f}')}"),
             ("TTFT p50 / p99", f"{_s(c.ttft_s.p50)} / {_s(c.ttft_s.p99)}"),
         ), title="Concurrent streams"))
     if rep.prefill:

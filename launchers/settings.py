@@ -10,8 +10,6 @@ from dataclasses import dataclass, field, replace
 
 from advisor.redact import REDACTED  # one spelling for every redaction
 
-ENGINES = ("vllm", "sglang", "fastllm", "llamacpp", "trtllm", "transformers")
-
 # Speculative methods the generators understand (engine-specific spellings are mapped there).
 SPEC_METHODS = ("mtp", "eagle", "eagle3", "dflash", "dspark", "ngram", "draft_model")
 
@@ -28,7 +26,7 @@ class Speculative:
 
 @dataclass(frozen=True)
 class ServeSettings:
-    engine: str                                  # one of ENGINES
+    engine: str                                  # an advisor.engines name (launchable())
     model: str                                   # checkpoint directory (or GGUF file for llama.cpp)
     version: str | None = None                   # engine version to target; None = detect / reference
     host: str = "127.0.0.1"
@@ -98,7 +96,8 @@ def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSe
     """ServeSettings from an ``advisor.cost.plan.Plan`` (or its ``to_json()`` dict): the recommendation's
     KV dtype (engine spelling), max batch, context cap (max model len), memory share, chunked prefill,
     TP, CUDA graphs and speculative method / draft tokens, and what its figures assumed besides (environment such
-    as FASTLLM_DRAFT_QUANT, prefix caching, the chat template). ``overrides`` win (model path, port, draft model, ...)."""
+    as FASTLLM_DRAFT_QUANT, prefix caching, the chat template). ``overrides`` win (model path, port, draft
+    model, ...)."""
     rec = _get(plan, "recommendation", plan)
     draft = _get(rec, "draft_tokens") or 0
     method = _get(rec, "speculative_method")

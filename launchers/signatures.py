@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from advisor import engines
+
 # kinds
 READY, OOM, KV_SMALL, UNSUPPORTED, FALLBACK, PORT, FATAL, NCCL, BAD_FLAG, NOT_READY = (
     "ready", "oom", "kv_too_small", "unsupported_quant", "slow_fallback", "port_in_use", "fatal_error",
@@ -45,7 +47,8 @@ class Finding:
         return self.kind in FAILURE_KINDS
 
 
-_OOM_REMEDY = "lower max batch / context length, use a smaller KV dtype, or raise the memory share if other processes are not using the GPU"
+_OOM_REMEDY = ("lower max batch / context length, use a smaller KV dtype, or raise the memory share if other "
+               "processes are not using the GPU")
 
 SIGNATURES: tuple[Signature, ...] = (
     # ready
@@ -53,13 +56,17 @@ SIGNATURES: tuple[Signature, ...] = (
               "sglang/srt/entrypoints/http_server.py:2600@0.5.23"),
     Signature(READY, ("fastllm",), '"type":"startup.ready"', "FastLLM reports startup.ready", "",
               "ftllm/startup_progress.py"),
-    Signature(READY, ("llamacpp",), "server is listening on", "llama-server is listening", "", "tools/server/server.cpp"),
+    Signature(READY, ("llamacpp",), "server is listening on", "llama-server is listening", "",
+              "tools/server/server.cpp"),
     Signature(READY, (), "Uvicorn running on http", "the HTTP server is listening", "", "uvicorn server.py:232"),
-    Signature(READY, (), "Application startup complete.", "the HTTP application started", "", "uvicorn lifespan/on.py:62"),
+    Signature(READY, (), "Application startup complete.", "the HTTP application started", "",
+              "uvicorn lifespan/on.py:62"),
     # out of memory
     Signature(OOM, (), "CUDA out of memory", "the GPU ran out of memory", _OOM_REMEDY, "PyTorch OutOfMemoryError"),
-    Signature(OOM, ("vllm",), "No available memory for the cache blocks", "nothing is left for the KV cache after the weights",
-              "raise --gpu-memory-utilization, or shrink weights (smaller scheme / more TP)", "vllm/v1/core/kv_cache_utils.py"),
+    Signature(OOM, ("vllm",), "No available memory for the cache blocks",
+              "nothing is left for the KV cache after the weights",
+              "raise --gpu-memory-utilization, or shrink weights (smaller scheme / more TP)",
+              "vllm/v1/core/kv_cache_utils.py"),
     Signature(OOM, ("sglang",), "Not enough memory. Please try to increase --mem-fraction-static",
               "the KV pool does not fit in the static memory fraction",
               "raise --mem-fraction-static, or lower --max-running-requests / --context-length",
@@ -126,7 +133,8 @@ SIGNATURES: tuple[Signature, ...] = (
               "expected on V100 with this wheel", "libfastllm_tools.so@1.9.0"),
     # port in use
     Signature(PORT, (), "address already in use", "another process holds the port",
-              "stop it (`nvfp4-advisor launch --stop-leftovers`) or choose another --port", "uvicorn server.py:189-192"),
+              "stop it (`nvfp4-advisor launch --stop-leftovers`) or choose another --port",
+              "uvicorn server.py:189-192"),
     Signature(PORT, ("llamacpp",), "couldn't bind HTTP server socket", "another process holds the port",
               "choose another --port", "server-http.cpp"),
     Signature(PORT, ("trtllm",), "Failed to bind socket", "another process holds the port", "choose another --port",
@@ -135,9 +143,10 @@ SIGNATURES: tuple[Signature, ...] = (
               "stop the other SGLang instance or set --port/--dist-init-addr", "server_args.py:884-887@0.5.23"),
     # fatal engine errors
     Signature(FATAL, ("fastllm",), "FastLLM Error:", "FastLLM hit a fatal error (it exits with status 0)",
-              "read the message after 'FastLLM Error:'; the exit code does not tell failure", "include/utils/utils.h:99-104"),
-    Signature(FATAL, ("fastllm",), '"type":"startup.error"', "FastLLM reported a startup error", "see the message field",
-              "ftllm/startup_progress.py"),
+              "read the message after 'FastLLM Error:'; the exit code does not tell failure",
+              "include/utils/utils.h:99-104"),
+    Signature(FATAL, ("fastllm",), '"type":"startup.error"', "FastLLM reported a startup error",
+              "see the message field", "ftllm/startup_progress.py"),
     Signature(FATAL, ("llamacpp",), "exiting due to model loading error", "llama.cpp could not load the model",
               "check the GGUF file and memory", "server.cpp"),
     # NCCL
@@ -168,8 +177,9 @@ def diagnose(engine: str, lines, exit_code: int | None = None) -> list[Finding]:
                 seen.add(key)
                 out.append(f)
     if exit_code is not None and not any(f.fatal for f in out):
-        if exit_code == 0 and engine == "fastllm":
-            out.append(Finding(FATAL, "FastLLM exited with status 0 before serving", "read the log tail", ""))
+        spec = engines.find(engine)
+        if exit_code == 0 and spec and spec.exits_zero_on_failure:
+            out.append(Finding(FATAL, f"{spec.label} exited with status 0 before serving", "read the log tail", ""))
         else:
             out.append(Finding(FATAL, f"the server exited with status {exit_code} before it was ready",
                                "read the log tail for the first error", ""))

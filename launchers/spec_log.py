@@ -56,10 +56,10 @@ class LoggedAcceptance:
         if self.per_position:
             rates = ",".join(f"{u:.3g}" for u in self.per_position)
             return f"--acceptance {rates} --acceptance-kind unconditional"
-        rates = self.conditional(draft_tokens)
-        if not rates:
+        conditional = self.conditional(draft_tokens)
+        if not conditional:
             return ""
-        return f"--acceptance {','.join(f'{a:.3g}' for a in rates)} --acceptance-kind conditional"
+        return f"--acceptance {','.join(f'{a:.3g}' for a in conditional)} --acceptance-kind conditional"
 
 
 def _rates(text: str, percent: bool) -> tuple[float, ...] | None:
@@ -76,27 +76,41 @@ def _rates(text: str, percent: bool) -> tuple[float, ...] | None:
     return tuple(out) if out and all(0.0 <= v <= 1.0 for v in out) else None
 
 
+def _vllm(text: str):
+    for m in _VLLM.finditer(text):
+        rates = _rates(m.group(2), percent=False)
+        if rates is not None:
+            yield m.start(), LoggedAcceptance("vllm", "unconditional", rates, float(m.group(1)),
+                                              _line(text, m.start()), SOURCES["vllm"])
+
+
+def _fastllm(text: str):
+    for m in _FASTLLM.finditer(text):
+        rates = _rates(m.group(2), percent="%" in m.group(2))
+        if rates is not None:
+            yield m.start(), LoggedAcceptance("fastllm", "unconditional", rates, 1.0 + sum(rates),
+                                              _line(text, m.start()), SOURCES["fastllm"])
+
+
+def _sglang(text: str):
+    for m in _SGLANG.finditer(text):
+        yield m.start(), LoggedAcceptance("sglang", "mean_length", (), float(m.group(1)),
+                                          _line(text, m.start()), SOURCES["sglang"])
+
+
+READERS = {"vllm": _vllm, "fastllm": _fastllm, "sglang": _sglang}   # the engines that log acceptance
+
+
 def parse(text: str, engine: str | None = None) -> LoggedAcceptance | None:
-    """The engine's last acceptance line in ``text`` (None: no such line)."""
+    """The engine's last acceptance line in ``text`` (None: no such line; engine None: any engine's)."""
     found: LoggedAcceptance | None = None
     pos = -1
-    if engine in (None, "vllm"):
-        for m in _VLLM.finditer(text):
-            rates = _rates(m.group(2), percent=False)
-            if rates is not None and m.start() > pos:
-                pos, found = m.start(), LoggedAcceptance("vllm", "unconditional", rates, float(m.group(1)),
-                                                         _line(text, m.start()), SOURCES["vllm"])
-    if engine in (None, "fastllm"):
-        for m in _FASTLLM.finditer(text):
-            rates = _rates(m.group(2), percent="%" in m.group(2))
-            if rates is not None and m.start() > pos:
-                pos, found = m.start(), LoggedAcceptance("fastllm", "unconditional", rates, 1.0 + sum(rates),
-                                                         _line(text, m.start()), SOURCES["fastllm"])
-    if engine in (None, "sglang"):
-        for m in _SGLANG.finditer(text):
-            if m.start() > pos:
-                pos, found = m.start(), LoggedAcceptance("sglang", "mean_length", (), float(m.group(1)),
-                                                         _line(text, m.start()), SOURCES["sglang"])
+    for name, read in READERS.items():
+        if engine not in (None, name):
+            continue
+        for start, acceptance in read(text):
+            if start > pos:
+                pos, found = start, acceptance
     return found
 
 

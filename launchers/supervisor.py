@@ -15,6 +15,11 @@ a dead advisor left behind (``Server.swept``).
 
 Engine output is read in lines of at most MAX_LOG_LINE bytes: the rest of a longer line is dropped
 (and counted in the line), so a 100 MB line costs no memory.
+
+One module over ~400 lines on purpose: it is the lifecycle of one server process, and the spawner
+thread, the child's set-up, the log reader, readiness and the escalating stop keep one set of
+invariants together (who forks, which group and pidfile mark the tree, what dies with the advisor);
+the tree walk, pidfiles, readiness probes and log signatures already live in their own modules.
 """
 
 from __future__ import annotations
@@ -36,10 +41,11 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import psutil
 
+from advisor import engines
 from advisor.errors import AdvisorError
 from launchers import pidfile, process_tree
 from launchers.command import LaunchCommand
@@ -142,7 +148,8 @@ class _Spawner:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="nvfp4-advisor-spawner", daemon=True)
                 self._thread.start()
-        done, box = threading.Event(), {}
+        done = threading.Event()
+        box: dict[str, Any] = {}
         self._jobs.put((fn, box, done))
         done.wait()
         if "error" in box:
@@ -365,8 +372,9 @@ class Server:
                 if fatal_since and time.monotonic() - fatal_since > fatal_grace_s:
                     raise self.failure(f"{self.engine} reported: {fatal[0].cause}", None)
             result = probe(self.engine, s.base_url, api_key=s.api_key, timeout_s=min(2.0, poll_s * 4))
-            fastllm_ready = self.engine == "fastllm" and any('"startup.ready"' in e for e in self.events)
-            if (result.ok or fastllm_ready) and not fatal and self.listener_is_ours() is not False:
+            event = spec.ready_event if (spec := engines.find(self.engine)) else ""   # FastLLM's startup.ready
+            event_ready = bool(event) and any(event in e for e in self.events)
+            if (result.ok or event_ready) and not fatal and self.listener_is_ours() is not False:
                 with self._lock:
                     warnings = tuple(f for f in self.findings if not f.fatal)
                 return Ready(time.monotonic() - self.started_at, s.base_url, result, warnings)
@@ -399,7 +407,8 @@ class Server:
         return ServerFailed(message, findings, lines[-30:], rc)
 
     # ------------------------------------------------------------------ stop
-    def stop(self, *, int_timeout_s: float = 10.0, term_timeout_s: float = 10.0, kill_timeout_s: float = 5.0) -> StopResult:
+    def stop(self, *, int_timeout_s: float = 10.0, term_timeout_s: float = 10.0,
+             kill_timeout_s: float = 5.0) -> StopResult:
         if not self.proc or not self.tree:
             return StopResult(None, 0.0, None)
         result = stop_tree(self.tree, self.proc, int_timeout_s, term_timeout_s, kill_timeout_s)

@@ -110,7 +110,8 @@ def prediction_from_plan(doc: dict, source: str = "plan") -> Prediction:
     agg_table = {int(k): v for k, v in (preds.get("decode_aggregate_tok_s") or {}).items() if v is not None}
     conc = max(agg_table) if agg_table else None
     agg = _band(agg_table[conc]) if conc and conc > 1 else None
-    gpu = doc.get("gpu") if isinstance(doc.get("gpu"), dict) else {}
+    gpu_doc = doc.get("gpu")
+    gpu = gpu_doc if isinstance(gpu_doc, dict) else {}
     selection = str(gpu.get("selection") or "")
     return Prediction(dec, agg, conc if agg else None, predicted_kv_tokens(doc), source,
                       tuple(sorted(agg_table.items())), selection if selection.startswith("what-if") else None)
@@ -156,7 +157,8 @@ def rank_causes(kernel_check=None, watch_findings=None, what_if: str | None = No
         found.append(Cause("misdispatch", "the engine dispatched other kernels than predicted", ev, True))
     else:
         unchecked.append(Cause("misdispatch", "a slower kernel than predicted runs",
-                               "kernel check found no mismatch (layer classes the engine did not log are unverified)", True))
+                               "kernel check found no mismatch (layer classes the engine did not log are "
+                               "unverified)", True))
     watched = watch_findings is not None
     by_kind = {f.kind: f for f in (watch_findings or ())}
     telemetry = watched and "no_gpu_telemetry" not in by_kind

@@ -14,28 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from advisor import engines
 from advisor.errors import Unsupported
 
-# The versions whose flags were read; used when the engine is not installed here.
-REFERENCE_VERSIONS = {
-    "vllm": "0.33.0",
-    "sglang": "0.5.23",
-    "fastllm": "1.9.0",
-    "llamacpp": None,          # build numbers; flags read from README at commit 00dc8057
-    "trtllm": "1.2.1",
-    "transformers": "5.24.0",
-}
-DISTRIBUTIONS = {
-    "vllm": ("vllm",),
-    "sglang": ("sglang",),
-    "fastllm": ("ftllm", "fastllm"),
-    "trtllm": ("tensorrt-llm", "tensorrt_llm"),
-    "transformers": ("transformers",),
-    "llamacpp": (),
-}
-# What each engine's command runs (launchers/engines/*): its version is that program's, wherever it lives.
-EXECUTABLES = {"vllm": ("vllm",), "sglang": ("sglang", "python3", "python"), "fastllm": ("ftllm",),
-               "trtllm": ("trtllm-serve",), "transformers": ("transformers",), "llamacpp": ("llama-server",)}
 # Asked of the engine's own interpreter: the first of the distributions it has installed.
 _ASK = ("import importlib.metadata as m, sys\n"
         "for d in sys.argv[1:]:\n"
@@ -55,7 +36,8 @@ def parse(version: str | None) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class DetectedVersion:
     version: str | None
-    how: str                     # "transformers at /venv/bin/transformers (its Python)", "vllm --version", "not installed"
+    how: str                     # "transformers at /venv/bin/transformers (its Python)", "vllm --version",
+                                 # "not installed"
 
 
 def find_executable(name: str) -> str | None:
@@ -87,8 +69,9 @@ def detect_version(engine: str, *, timeout_s: float = 20.0) -> DetectedVersion:
     """The version of the engine the command will run (edge code: reads PATH and runs the program).
     A console script's own interpreter is asked for its package version, so an engine installed in
     another environment is seen as it is; a native program (llama-server) answers `--version`."""
-    dists = DISTRIBUTIONS.get(engine, ())
-    for name in EXECUTABLES.get(engine, ()):
+    spec = engines.find(engine)    # the programs its command runs: their version, wherever they live
+    dists = spec.distributions if spec else ()
+    for name in spec.executables if spec else ():
         path = find_executable(name)
         if not path:
             continue
@@ -99,7 +82,7 @@ def detect_version(engine: str, *, timeout_s: float = 20.0) -> DetectedVersion:
                 return DetectedVersion(found, f"{name} at {path} (its Python)")
             if name.startswith("python"):
                 continue                    # an interpreter without the engine is not the engine
-        if python is None or engine == "vllm":
+        if python is None or (spec and spec.version_flag):
             found = version_from_output(_ask([path, "--version"], timeout_s, raw=True) or "")
             if found:
                 return DetectedVersion(found, f"{name} --version")
@@ -142,7 +125,7 @@ def resolve(engine: str, requested: str | None, detected: DetectedVersion | None
         return detected.version, f"{engine} {detected.version} detected ({detected.how})"
     why = (f"{engine}: {detected.how}" if detected and detected.how != "not installed"
            else f"{engine} is not installed here")
-    ref = REFERENCE_VERSIONS.get(engine)
+    ref = spec.reference_version if (spec := engines.find(engine)) else None     # the version whose flags were read
     if ref:
         return ref, f"{why}; using the flags of {ref} (the version the advisor's flag tables were read from)"
     return None, f"{why}; using the flags of the newest build the advisor read"

@@ -67,7 +67,7 @@ def gpu_samples(nvml, own_pids: set[int]) -> tuple[GpuSample, ...]:
     for i in range(count):
         h = nvml.nvmlDeviceGetHandleByIndex(i)
 
-        def get(fn, *a, scale=1.0):
+        def get(fn, *a, scale=1.0, h=h):
             try:
                 return fn(h, *a) / scale
             except Exception:  # noqa: BLE001
@@ -123,6 +123,7 @@ class Watchdog:
     def _sample(self) -> None:
         pids = self._pids()
         cpu, now = self._cpu_seconds(pids), time.monotonic()
+        assert self._since is not None             # start() took the first reading
         last_cpu, last_t = self._since
         cores = max(0.0, (cpu - last_cpu) / (now - last_t)) if now > last_t else None
         self._since = (cpu, now)

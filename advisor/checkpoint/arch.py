@@ -75,8 +75,8 @@ def num_experts(cfg: dict) -> int:
 
 
 def top_k(cfg: dict) -> int:
-    return _int(_first(cfg, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts", "moe_top_k",
-                       "num_selected_experts"))
+    return _int(_first(cfg, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts",
+                       "moe_top_k", "num_selected_experts"))
 
 
 def _moe_layer(cfg: dict, i: int) -> bool:
@@ -189,7 +189,7 @@ def layer_attention(cfg: dict, i: int) -> tuple[int, int, bool]:
     nas = nas_blocks(cfg)
     if nas is not None and i < len(nas):
         group = (nas[i].get("attention") or {}).get("n_heads_in_group")
-        kvh = heads // group if _pos(group) and heads else kvh
+        kvh = heads // _pos(group) if _pos(group) and heads else kvh
         return kvh, hd, True
     types = cfg.get("layer_types")
     if str(cfg.get("model_type", "")).startswith("gemma4") and isinstance(types, list) and i < len(types) \

@@ -13,10 +13,12 @@ import struct
 from collections import defaultdict
 
 from advisor.checkpoint.arch import _pos, invalid_numbers, text_config
-from advisor.checkpoint.model import ArchInfo, Finding, ModuleGroup
-from advisor.checkpoint.quant_config import CONFLICT, INVALID
+from advisor.checkpoint.model import ArchInfo, Finding, ModuleGroup, Scheme
+from advisor.checkpoint.modules import ModuleRow, experts_per_layer
+from advisor.checkpoint.quant_plan import CONFLICT, INVALID, QuantPlan
 from advisor.checkpoint.roles import FUSED_SETS
 from advisor.checkpoint.schemes import is_quantized
+from advisor.checkpoint.sources import CheckpointFiles
 from advisor.errors import BadInput
 
 _NOTE_SEVERITY = {"modelopt-config-groups-contradict": "info", INVALID: "error", CONFLICT: "warn"}
@@ -30,8 +32,8 @@ _SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scal
 _SCALARS_BY_KIND = tuple((kind, tuple(s for s in _SCALARS if s[0].startswith(kind))) for kind in ("weight", "input"))
 
 
-def findings(files, plan, arch: ArchInfo, mods, groups: list[ModuleGroup], label: str,
-             shares: dict[str, float]) -> list[Finding]:
+def findings(files: CheckpointFiles, plan: QuantPlan, arch: ArchInfo, mods: list[ModuleRow],
+             groups: list[ModuleGroup], label: Scheme, shares: dict[Scheme, float]) -> list[Finding]:
     if files.headers and not any(h.tensors for h in files.headers):
         # a header of metadata only: every size and speed would be computed from zero bytes
         raise BadInput("no tensors in the safetensors header (nothing to size or classify)",
@@ -83,7 +85,7 @@ def _declared_layer_checks(files, plan, mods) -> list[Finding]:
                     "wrong", detail="; ".join(f"{p} ({n})" for p, n in patterns.items()), modules=tuple(absent[:50]))]
 
 
-def _mixed_checks(label: str, shares: dict[str, float]) -> list[Finding]:
+def _mixed_checks(label: Scheme, shares: dict[Scheme, float]) -> list[Finding]:
     if label != "MIXED":
         return []
     fp8 = sum(v for k, v in shares.items() if k.endswith("FP8") and not k.startswith("W4"))
@@ -156,9 +158,7 @@ def _show(v) -> str:
 def _layer_checks(arch: ArchInfo, mods, config: dict | None = None) -> list[Finding]:
     out = []
     if arch.moe:
-        from advisor.checkpoint.inspect import _experts_per_layer
-
-        seen = _experts_per_layer(mods)
+        seen = experts_per_layer(mods)
         if seen and seen != arch.moe.num_experts:
             out.append(Finding("expert-count-mismatch", "info",
                                f"config declares {arch.moe.num_experts} experts per MoE layer, the tensors hold "

@@ -55,10 +55,10 @@ def fetch(repo_id: str, revision: str | None) -> HubSnapshot:
         if not offline:
             _check_reachable(api, repo_id, revision, label)
     except _Unreachable as err:
-        configs = _cached_configs(api, repo_id, revision, label)
-        if "config.json" not in configs:
+        cached = _cached_configs(api, repo_id, revision, label)
+        if "config.json" not in cached:
             raise BadInput(f"{err} (and config.json is not in the local cache)", path=label) from None
-        return HubSnapshot(configs, (), None, note=f"safetensors headers unavailable ({err}; configs from the cache)")
+        return HubSnapshot(cached, (), None, note=f"safetensors headers unavailable ({err}; configs from the cache)")
     configs: dict[str, dict] = {}
     for fname in CONFIG_FILES:
         try:
@@ -168,7 +168,7 @@ def _network_problem(err: BaseException, endpoint: str) -> str:
     return f"hub unreachable: {endpoint}: {type(err).__name__}: {first}"
 
 
-def _chain(err: BaseException):
+def _chain(err: BaseException | None):
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))

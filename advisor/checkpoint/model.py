@@ -7,24 +7,28 @@ only (never weights), or from the architecture config alone when no weights are 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from advisor.checkpoint.declared import DeclaredQuant
 
-# Module roles.
-ROLES = (
+# Module roles: what a module is for, read from its name (advisor.checkpoint.roles.role_of).
+Role = Literal[
     "attn_qkv", "attn_o", "gdn_in_proj", "gdn_out_proj", "mlp_gate_up", "mlp_down",
     "expert", "shared_expert", "router", "lm_head", "embed", "vision", "mtp", "conv", "norm", "other",
-)
+]
+ROLES: tuple[Role, ...] = get_args(Role)
 
 # Scheme labels (per module and per checkpoint).
-SCHEMES = (
+Scheme = Literal[
     "BF16", "FP16", "W8A16-FP8", "W8A16-INT8", "W4A16-INT4", "W4A16-NVFP4", "W4A16-MXFP4",
     "W8A8-FP8", "W8A8-INT8", "W4A4-NVFP4", "W4A4-MXFP4", "W4A8-FP8", "MIXED",
     # formats the engines' kernel rules do not serve: named, sized from their own bits, never "BF16"
     "EXL2", "EXL3", "BITNET", "MLX", "HQQ", "AQLM", "GGUF", "UNKNOWN",
-)
+]
+SCHEMES: tuple[Scheme, ...] = get_args(Scheme)
 # Weight formats: bf16 fp16 fp32 fp8_e4m3 fp8_e5m2 nvfp4 mxfp4 int4 int8 uint4 nf4 unknown
-# Scale granularity: none | tensor | channel | group | block | nvfp4 (16-block e4m3 + fp32 global) | mxfp4 (32-block e8m0)
+# Scale granularity: none | tensor | channel | group | block | nvfp4 (16-block e4m3 + fp32 global)
+#   | mxfp4 (32-block e8m0)
 # Activation quant format: none | fp8_e4m3 | int8 | nvfp4 | mxfp4 ; granularity: tensor | token | group
 
 
@@ -54,8 +58,8 @@ class ModuleGroup:
     """One module, or many modules with the same role/scheme/shape (e.g. 'layers.*.mlp.experts.*.down_proj')."""
 
     name: str
-    role: str
-    scheme: str                             # one of SCHEMES except MIXED (BF16/FP16 for unquantized)
+    role: Role
+    scheme: Scheme                          # not MIXED (BF16/FP16 for unquantized)
     weight: WeightQuant
     act: ActQuant
     count: int = 1                          # modules in the group
@@ -135,7 +139,8 @@ class ArchInfo:
     sliding_window: int | None = None
     sliding_window_layers: int = 0          # layers whose KV is capped at sliding_window
     linear_attention_layers: int = 0        # GDN / Mamba / linear-attention layers (no growing KV)
-    layer_types: tuple[str, ...] = ()       # per decoder layer: attention | mla | sliding | gdn | mamba | none (FFN-only)
+    # per decoder layer: attention | mla | sliding | gdn | mamba | none (FFN-only)
+    layer_types: tuple[str, ...] = ()
     moe: MoEInfo | None = None
     mla: MLAInfo | None = None
     mtp_layers: int = 0
@@ -167,14 +172,16 @@ class Totals:
 @dataclass(frozen=True)
 class CheckpointInfo:
     source: str                             # folder, file or hub id[@revision]
-    producer: str                           # modelopt | compressed-tensors | fp8 | gptq | awq | bitsandbytes | mxfp4 | none | unknown
-    label: str                              # one of SCHEMES
-    scheme_shares: dict[str, float]         # scheme -> byte share among quantized linear weights (sums to 1)
+    # modelopt | compressed-tensors | fp8 | gptq | awq | bitsandbytes | mxfp4 | none | unknown
+    producer: str
+    label: Scheme
+    scheme_shares: dict[Scheme, float]      # scheme -> byte share among quantized linear weights (sums to 1)
     modules: tuple[ModuleGroup, ...]
     arch: ArchInfo
     totals: Totals
     kv_cache_quant: str | None = None       # declared by the checkpoint: fp8 | nvfp4 | int8 | None
-    kept_bf16: tuple[ModuleGroup, ...] = () # unquantized parts of a quantized checkpoint (a subset of `modules`, not extra groups)
+    # unquantized parts of a quantized checkpoint (a subset of `modules`, not extra groups)
+    kept_bf16: tuple[ModuleGroup, ...] = ()
     findings: tuple[Finding, ...] = ()
     quant_method: str | None = None         # raw quant_method / quant_algo string
     format_note: str = ""                   # the format in words for the headline, e.g. "EXL2, 4.25 bits per weight"

@@ -134,10 +134,10 @@ def to_doc(info: CheckpointInfo) -> Doc:
     if info.findings:
         sev = {"error": "bad", "warn": "warn", "info": "dim"}
         for level in ("error", "warn", "info"):
-            items = tuple(f.message + (f" [{f.detail}]" if f.detail else "") for f in info.findings
-                          if f.severity == level)
-            if items:
-                blocks.append(Bullets(items, title=f"Doctor ({level})", style=sev[level]))
+            said = tuple(f.message + (f" [{f.detail}]" if f.detail else "") for f in info.findings
+                         if f.severity == level)
+            if said:
+                blocks.append(Bullets(said, title=f"Doctor ({level})", style=sev[level]))
     if info.producer == "unknown" and info.raw_quant_config:
         import json
 

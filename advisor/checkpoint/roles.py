@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from advisor.checkpoint.model import Role
+
 _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|block|decoder_layers)\.(\d+)(?:\.|$)")
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 
@@ -27,11 +29,12 @@ def layer_index(name: str) -> int | None:
 
 
 def group_name(name: str) -> str:
-    """Collapse layer and expert indices: model.layers.3.mlp.experts.17.up_proj -> model.layers.*.mlp.experts.*.up_proj."""
+    """Collapse layer and expert indices:
+    model.layers.3.mlp.experts.17.up_proj -> model.layers.*.mlp.experts.*.up_proj."""
     return _INDEX.sub(".*", name)
 
 
-def role_of(name: str, num_layers: int | None = None) -> str:
+def role_of(name: str, num_layers: int | None = None) -> Role:
     """The role of a module (its parameter prefix, e.g. ``model.layers.0.self_attn.q_proj``)."""
     low = name.lower()
     if any(v in low for v in _VISION) and not low.startswith("lm_head"):
@@ -41,7 +44,8 @@ def role_of(name: str, num_layers: int | None = None) -> str:
             num_layers and layer is not None and layer >= num_layers and "layers." in low):
         return "mtp"
     last = low.rsplit(".", 1)[-1]
-    if "embed_tokens" in low or last in ("wte", "word_embeddings", "tok_embeddings", "embeddings", "embed", "embedding"):
+    if "embed_tokens" in low or last in ("wte", "word_embeddings", "tok_embeddings", "embeddings", "embed",
+                                         "embedding"):
         return "embed"
     if low in ("lm_head", "output", "embed_out") or low.endswith(".lm_head") or last == "lm_head":
         return "lm_head"
@@ -72,8 +76,8 @@ def role_of(name: str, num_layers: int | None = None) -> str:
 
 
 # Roles whose weights are matrices run through a GEMM (the quantizable ones).
-LINEAR_ROLES = frozenset({"attn_qkv", "attn_o", "gdn_in_proj", "gdn_out_proj", "mlp_gate_up", "mlp_down",
-                          "expert", "shared_expert", "router", "lm_head"})
+LINEAR_ROLES: frozenset[Role] = frozenset({"attn_qkv", "attn_o", "gdn_in_proj", "gdn_out_proj", "mlp_gate_up",
+                                          "mlp_down", "expert", "shared_expert", "router", "lm_head"})
 
 # Fused groups that engines load as one GEMM and whose NVFP4 global scales must be equal (ModelOpt
 # preprocess_linear_fusion, LLMC observers/helpers.py FUSED_LAYER_NAMES).

@@ -14,6 +14,10 @@ JSON; integers outside u64 are floats (so ``-0`` and 2**64 are not sizes); a rep
 an error; a tensor entry may also be the sequence ``[dtype, shape, data_offsets]`` and a dtype the map
 ``{"F16": null}``; element and bit counts overflow at 2**64; entries sorted by offsets must tile the
 buffer exactly (zero-size ones included).
+
+One module a little over ~400 lines on purpose: the fast path (_plain_header) and the strict
+JSON syntax (_Syntax) must accept exactly the same headers, and side by side they are checked
+against each other line by line.
 """
 
 from __future__ import annotations
@@ -141,8 +145,9 @@ def parse_header_bytes(raw: bytes, buffer_size: int | None, path: str, *, header
                                  file_size=file_size if file_size is not None else -1)
     try:
         # the integer hook costs a call per number: only when a "-0" (a float to serde) may be there
-        ints = {"parse_int": _int} if b"-0" in raw else {}
-        obj = json.loads(text, object_pairs_hook=_object, parse_float=_float, parse_constant=_constant, **ints)
+        parse_int = _int if b"-0" in raw else None
+        obj = json.loads(text, object_pairs_hook=_object, parse_float=_float, parse_constant=_constant,
+                         parse_int=parse_int)
     except (ValueError, RecursionError) as err:
         raise BadInput(f"safetensors header is not valid JSON ({_short(err)})", path=path) from None
     if not isinstance(obj, dict):
@@ -159,7 +164,7 @@ def parse_header_bytes(raw: bytes, buffer_size: int | None, path: str, *, header
     if len(obj) > MAX_TENSORS:
         raise BadInput(f"safetensors header lists {len(obj):,} tensors: more than this tool's limit of "
                        f"{MAX_TENSORS:,} per file", path=path)
-    tensors: dict[str, TensorEntry] = {}
+    tensors = {}
     for name, info in obj.items():
         check.name(name)
         tensors[name] = _entry(name, *check.fields(name, info), buffer_size, path)
@@ -307,7 +312,7 @@ class _Syntax:
         if self.escapes and any(has_surrogate(s) for s in (*meta, *values)):
             raise BadInput("safetensors __metadata__ holds a lone surrogate escape (not valid Unicode)", path=self.path)
 
-    def fields(self, name: str, info) -> tuple:
+    def fields(self, name: str, info) -> tuple[str, list, list]:
         """(dtype, shape, data_offsets) of a TensorInfo, type-checked as serde does."""
         path = self.path
         if isinstance(info, list) and len(info) == 3:      # serde also reads a struct from a sequence

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from advisor.checkpoint.model import ActQuant, WeightQuant
+from advisor.checkpoint.model import ActQuant, Scheme, WeightQuant
 
 UNQUANTIZED_FORMATS = frozenset({"bf16", "fp16", "fp32"})
 # Weight formats with no kernel family of their own in the engines' rules: their label names the format.
-FOREIGN_LABELS = {"exl2": "EXL2", "exl3": "EXL3", "ternary": "BITNET", "mlx_affine": "MLX", "hqq": "HQQ",
-                  "aqlm": "AQLM", "gguf": "GGUF", "unknown": "UNKNOWN"}
+FOREIGN_LABELS: dict[str, Scheme] = {"exl2": "EXL2", "exl3": "EXL3", "ternary": "BITNET", "mlx_affine": "MLX",
+                                     "hqq": "HQQ", "aqlm": "AQLM", "gguf": "GGUF", "unknown": "UNKNOWN"}
 BF16 = WeightQuant()
 NO_ACT = ActQuant()
 
@@ -16,7 +16,7 @@ def is_quantized(w: WeightQuant) -> bool:
     return w.format not in UNQUANTIZED_FORMATS
 
 
-def scheme_label(w: WeightQuant, a: ActQuant) -> str:
+def scheme_label(w: WeightQuant, a: ActQuant) -> Scheme:
     """The scheme a module runs as: W<bits>A<bits>-<weight family>.
 
     Int4 weights with int8/int4 activations and similar rare combinations have no label of
@@ -36,12 +36,16 @@ def scheme_label(w: WeightQuant, a: ActQuant) -> str:
     if f == "int8":
         return "W8A8-INT8" if act == "int8" else "W8A16-INT8"
     if f == "nvfp4":
-        return {"nvfp4": "W4A4-NVFP4", "fp8_e4m3": "W4A8-FP8"}.get(act, "W4A16-NVFP4")
+        return _NVFP4_BY_ACT.get(act, "W4A16-NVFP4")
     if f == "mxfp4":
-        return {"mxfp4": "W4A4-MXFP4", "nvfp4": "W4A4-MXFP4", "fp8_e4m3": "W4A8-FP8"}.get(act, "W4A16-MXFP4")
+        return _MXFP4_BY_ACT.get(act, "W4A16-MXFP4")
     if act == "fp8_e4m3":
         return "W4A8-FP8"
     return "W4A16-INT4"  # int4 / uint4 / nf4 / fp4 (bnb) / int2-int7 weight-only
+
+
+_NVFP4_BY_ACT: dict[str, Scheme] = {"nvfp4": "W4A4-NVFP4", "fp8_e4m3": "W4A8-FP8"}
+_MXFP4_BY_ACT: dict[str, Scheme] = {"mxfp4": "W4A4-MXFP4", "nvfp4": "W4A4-MXFP4", "fp8_e4m3": "W4A8-FP8"}
 
 
 def dtype_format(dtype: str) -> str:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Literal, overload
 
 from advisor.checkpoint.safetensors_header import SafetensorsHeader, read_header
 from advisor.errors import BadInput
@@ -67,6 +68,10 @@ def _os_problem(err: OSError) -> str:
     return f"cannot read ({err.strerror or err})"
 
 
+@overload
+def read_json(path: str, *, required: Literal[True]) -> dict: ...
+@overload
+def read_json(path: str, *, required: Literal[False]) -> dict | None: ...
 def read_json(path: str, *, required: bool) -> dict | None:
     if not os.path.lexists(path):
         if required:

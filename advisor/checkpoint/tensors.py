@@ -81,7 +81,8 @@ def split_name(name: str, names: set[str], ndim: int) -> tuple[str, str]:
         return name, "param"            # a bare matrix parameter, e.g. 3-D fused experts "mlp.experts.gate_up_proj"
     if "." in name:
         parent, last = name.rsplit(".", 1)
-        return parent, last             # a small parameter of its parent module (A_log, dt_bias, e_score_correction_bias)
+        # a small parameter of its parent module (A_log, dt_bias, e_score_correction_bias)
+        return parent, last
     return name, "param"
 
 
@@ -117,8 +118,6 @@ def observe(m: HeaderModule, *, int_bits: int | None = None) -> Observed | None:
         return Observed(WeightQuant("mxfp4", 4, "mxfp4", group_size=32, symmetric=True, packing="uint8-2-per-byte"),
                         None, (out, g * b * 2), e, e * out * g * b * 2, "U8 *_blocks + U8 *_scales (E8M0 per 32)")
     stack = shp[0] if len(shp) == 3 else 1
-    rows = shp[-2] if len(shp) >= 2 else None
-    cols = shp[-1] if shp else None
     if len(shp) < 2:
         if dt in ("BF16", "F16", "F32"):
             return Observed(WeightQuant(dtype_format(dt), _bits(dt)), ActQuant(), None, 1, main.numel, f"{dt} vector")
@@ -126,13 +125,15 @@ def observe(m: HeaderModule, *, int_bits: int | None = None) -> Observed | None:
             # bitsandbytes 4-bit: flattened U8 [n/2, 1]; the logical shape lives in quant_state (data).
             return _bnb4(m)
         return None
+    rows, cols = shp[-2], shp[-1]
     if has("weight.absmax") or any(k.startswith("weight.quant_state") for k in t):
         return _bnb4(m)
     ws = t.get(_S)
     # ---- NVFP4 (ModelOpt: weight U8 + weight_scale F8_E4M3 + weight_scale_2; CT: weight_packed + weight_global_scale)
-    if dt == "U8" and ws is not None and ws.dtype == "F8_E4M3" and (has("weight_scale_2") or has("weight_global_scale")):
+    if dt == "U8" and ws is not None and ws.dtype == "F8_E4M3" and (has("weight_scale_2")
+                                                                    or has("weight_global_scale")):
         k = cols * 2
-        gs = k // ws.shape[-1] if ws.shape and ws.shape[-1] else 16
+        gs: int | None = k // ws.shape[-1] if ws.shape and ws.shape[-1] else 16
         act = ActQuant("nvfp4", dynamic=True, granularity="group", group_size=16) if static_in else None
         src = "weight_packed U8 + F8_E4M3 weight_scale + weight_global_scale" if has("weight_packed") \
             else "weight U8 + F8_E4M3 weight_scale + F32 weight_scale_2"

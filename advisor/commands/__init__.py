@@ -4,10 +4,11 @@
     HELP: str                      one line for --help
     ORDER: int                     position in --help (lower first)
     add_arguments(parser) -> None  argparse options (imports nothing heavy)
-    run(args) -> Outcome           does the work; raises AdvisorError subclasses on bad input
+    run(args) -> Outcome           arguments -> the work (advisor.services, shared with the TUI, or the
+                                   core) -> the answer; raises AdvisorError subclasses on bad input
 
 Modules never import Rich or Textual: they return an :class:`Outcome` holding the JSON document
-and a renderer-neutral :class:`advisor.doc.Doc`; ``advisor.cli`` renders it. A module is added
+and a renderer-neutral :class:`advisor.doc.Doc`; ``advisor.cli`` draws it (advisor.rich_render). A module is added
 only when its command works (no stubs): discovery is by listing this package.
 """
 

@@ -14,7 +14,7 @@ def _url(text: str) -> str:
     from urllib.parse import urlsplit
 
     try:
-        urlsplit(text).port
+        _ = urlsplit(text).port
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"{_shown(text)}: {str(err).lower()}") from None
     return text
@@ -59,14 +59,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--server-log", metavar="FILE",
                         help="the server's log: read the draft acceptance the engine prints (vLLM, FastLLM "
                              "pos_accept_rate, SGLang accept len) and give the matching plan flags")
-    parser.add_argument("--engine", choices=("vllm", "sglang", "fastllm"),
+    from advisor import engines
+
+    parser.add_argument("--engine", choices=engines.tuned(),
                         help="the engine that wrote --server-log (default: recognised from its lines)")
     ref = parser.add_argument_group("output agreement with a reference server (quality)")
     ref.add_argument("--reference-url", type=_url, metavar="URL",
                      help="a server of the reference (e.g. the BF16 model, or `convert --dequantized` of this one): "
                           "the bundled prompts go to both at temperature 0; greedy token agreement, first "
                           "divergence, top-k KL where both return logprobs, per prompt kind")
-    ref.add_argument("--reference-model", metavar="NAME", help="model name on the reference server (default: its first)")
+    ref.add_argument("--reference-model", metavar="NAME",
+                     help="model name on the reference server (default: its first)")
     ref.add_argument("--prompts", metavar="YAML", help="prompt set (default: profiles/prompts/quality.yaml)")
     ref.add_argument("--agreement-tokens", type=whole(1, 4096), metavar="N",
                      help="tokens per prompt (default: the prompt set's max_tokens)")
@@ -92,20 +95,20 @@ def run(args):
 
 def _run(args):
     import os
-    from urllib.parse import urlparse
 
     from advisor.commands import Outcome
     from advisor.doc import Doc, Paragraph
-    from advisor.errors import AdvisorError, UsageError
+    from advisor.errors import UsageError
     from advisor.jsonout import document
-    from launchers import bench, report, verdict, watchdog
+    from advisor.services import bench
+    from launchers import report
 
-    base = bench.check_url(args.url)
     given = dict(max_tokens=args.max_tokens, shots=args.shots, concurrency=args.concurrency,
                  long_prompt_words=None if args.long_prompt_words is None else max(0, args.long_prompt_words),
                  timeout_s=args.timeout, run_timeout_s=args.run_timeout)
-    cfg = bench.BenchConfig(**{k: v for k, v in given.items() if v is not None})   # the TUI's defaults too
-    prediction = verdict.load_prediction(args.plan) if args.plan else None
+    bench.check_url(args.url)
+    cfg = bench.config(**given)                    # the TUI's defaults too
+    prediction = bench.load_prediction(args.plan) if args.plan else None
     key = None
     if args.api_key_env:
         key = os.environ.get(args.api_key_env)
@@ -116,42 +119,25 @@ def _run(args):
     if getattr(args, "agreement_only", False):
         ag, doc = _agreement(args, key)
         return Outcome(json=document("bench", {"agreement": ag}), doc=doc, exit_code=1 if ag.failures else 0)
-    port = urlparse(base).port or 80
-    pids = watchdog.listener_pids(port)
-    dog = watchdog.Watchdog(lambda: pids).start() if pids else None
     from advisor.progress import bar_for
-    from launchers import served
 
-    launched = served.find(port)           # started by `nvfp4-advisor launch`: its log holds the kernels
     bar = bar_for(args, "bench")
     try:
-        rep = bench.run(base, cfg, model=args.model, api_key=key, on_step=bar)
+        run = bench.measure(args.url, cfg, model=args.model, api_key=key, on_step=bar)
     finally:
         bar.close()
-        samples = dog.stop() if dog else []
+    rep, found = run.report, run.findings
     if _userinfo(args.url):
         import dataclasses
 
         rep = dataclasses.replace(rep, url=_shown(rep.url))
-    # a server launched for the CPU (transformers serve --device cpu) is not a CPU fallback
-    expect_gpu = not (launched is not None and launched.device == "cpu")
-    found = watchdog.findings(samples, expect_gpu=expect_gpu) if dog else None
-    if rep.ttft_s is None and (rep.concurrency is None or rep.concurrency.aggregate_tps is None):
-        raise AdvisorError(bench.no_measurement(rep))
-    check, check_note = launch_check(launched, args.plan, port)
-    verdicts = []
-    if prediction:
-        verdicts.append(verdict.judge("decode tok/s (1 stream)", rep.decode_tps, prediction.decode_tps,
-                                      kernel_check=check, watch_findings=found, what_if=prediction.what_if))
-        if rep.concurrency:
-            band = verdict.aggregate_for(prediction, rep.concurrency.streams)
-            verdicts.append(verdict.judge(f"aggregate tok/s ({rep.concurrency.streams} streams)",
-                                          rep.concurrency.aggregate_tps, band, kernel_check=check,
-                                          watch_findings=found, what_if=prediction.what_if))
-    logged = _logged_acceptance(args.server_log, getattr(args, "engine", None)) if args.server_log else None
+    bench.require_measurement(rep)
+    check, check_note = bench.launch_check(run.launched, args.plan, run.port)
+    verdicts = bench.judge(rep, prediction, kernel_check=check, watch_findings=found) if prediction else []
+    logged = bench.logged_acceptance(args.server_log, getattr(args, "engine", None)) if args.server_log else None
     payload = {"report": rep, "prediction": prediction, "verdicts": verdicts,
                "watchdog": found if found is not None else None,
-               "watched_pids": pids, "kernel_check": check, "kernel_check_note": check_note}
+               "watched_pids": list(run.watched_pids), "kernel_check": check, "kernel_check_note": check_note}
     doc = report.bench_doc(rep, verdicts, found or ())
     doc = doc + (report.kernel_check_doc(check) if check is not None else Doc()) + Doc((Paragraph(check_note, "dim"),))
     if args.server_log:
@@ -164,82 +150,6 @@ def _run(args):
         doc = doc + ag_doc
         failed = failed or bool(ag.failures)
     return Outcome(json=document("bench", payload), doc=doc, exit_code=1 if failed else 0)
-
-
-def launch_check(launched, plan_path: str | None, port: int):
-    """The kernel check of a server `nvfp4-advisor launch` started on ``port``: its log against explain
-    for its checkpoint on the plan's GPU (--plan) or this machine's, and the plan's KV pool. (None, why)
-    for a server started otherwise."""
-    from launchers import kernel_check
-
-    if launched is None:
-        return None, (f"kernels not checked: no server started by `nvfp4-advisor launch` listens on port {port} "
-                      "(a launch records its log; that is what the check reads)")
-    plan_doc = _plan_json(plan_path)
-    explanation, why = _launch_explanation(launched, plan_doc)
-    from launchers.settings import predicted_kv_tokens
-
-    kv = predicted_kv_tokens(plan_doc) if plan_doc is not None else None
-    check = kernel_check.check(launched.log_tail(), explanation, kv)
-    note = f"kernel check: {launched.engine} server pid {launched.record.pid}, log {launched.record.log}"
-    return check, note + (f"; {why}" if why else "")
-
-
-def _plan_json(path: str | None) -> dict | None:
-    import json
-
-    if not path:
-        return None
-    from advisor.textfile import read_text
-
-    try:
-        doc = json.loads(read_text(path, what="plan file"))
-    except (ValueError, RecursionError):
-        return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("recommendation"), dict) else None
-
-
-def _launch_explanation(launched, plan_doc):
-    """explain's prediction for the launched command: (Explanation, "") or (None, why not)."""
-    import os
-    from types import SimpleNamespace
-
-    from advisor.commands.launch import TUNED_ENGINES, launch_options
-    from advisor.errors import AdvisorError
-
-    if launched.engine not in TUNED_ENGINES or not launched.model:
-        return None, f"no prediction: the advisor has no {launched.engine} rules"
-    from advisor.checkpoint.inspect import inspect_checkpoint
-    from advisor.kernel_path.explain import explain
-    from advisor.kernel_path.rules import load_rules
-    from launchers.served import _argv
-
-    try:
-        if plan_doc is not None and isinstance(plan_doc.get("gpu"), dict) and plan_doc["gpu"].get("id"):
-            from advisor.gpu_table import get_gpu
-
-            spec = get_gpu(plan_doc["gpu"]["id"])
-        else:
-            from advisor.probe import probe, resolve_gpus
-
-            spec = resolve_gpus(probe(), "auto", None).spec      # the server runs on this machine
-        argv = _argv(launched.record.command_line)
-        tp = next((int(argv[i + 1]) for i, w in enumerate(argv[:-1])
-                   if w in ("--tensor-parallel-size", "--tp-size", "--tp") and argv[i + 1].isdigit()), 1)
-        cmd = SimpleNamespace(argv=tuple(argv), engine=launched.engine, env=(), settings=SimpleNamespace(tp=tp))
-        options = launch_options(cmd, load_rules(launched.engine, None)[0], os.environ)
-        info = inspect_checkpoint(launched.model)
-        return explain(info, spec, gpus=max(tp, 1), engine=launched.engine, options=options), ""
-    except AdvisorError as err:
-        return None, f"no prediction: {err}"
-
-
-def _logged_acceptance(path: str, engine: str | None):
-    """The engine's own acceptance line from its log (the last 4 MiB: engines print running windows)."""
-    from advisor.textfile import read_text
-    from launchers import spec_log
-
-    return spec_log.parse(read_text(path, limit_bytes=4 * 2**20, what="server log", tail=True), engine)
 
 
 def _with_acceptance(doc, logged, path: str):
@@ -265,29 +175,22 @@ def _check_agreement_args(args) -> None:
 
 
 def _agreement(args, key):
-    """Output agreement with the reference server (launchers/agreement.py) and, where both servers
-    report draft acceptance, the canary; returns (report, doc blocks)."""
+    """Output agreement with the reference server and, where both servers report draft acceptance,
+    the canary; returns (report with credentials hidden, its doc)."""
     import dataclasses
     import sys
 
-    from advisor.quality.canary import compare_acceptance, from_log
-    from advisor.quality.prompts import load_prompts
     from advisor.quality.report import agreement_doc
-    from launchers import agreement
-
-    prompts = load_prompts(args.prompts)
+    from advisor.services import bench
 
     def say(msg):
         if not args.json:
             print(f"  {msg}", file=sys.stderr, flush=True)
 
-    ag = agreement.run(args.url, args.reference_url, prompts, model=args.model, reference_model=args.reference_model,
-                       api_key=key, max_tokens=args.agreement_tokens,
-                       timeout_s=args.timeout if args.timeout is not None else 300.0, on_progress=say)
-    if ag.canary is None and args.server_log and args.reference_server_log:
-        cand = from_log(_logged_acceptance(args.server_log, getattr(args, "engine", None)))
-        ref = from_log(_logged_acceptance(args.reference_server_log, getattr(args, "engine", None)))
-        if cand is not None and ref is not None:
-            ag = dataclasses.replace(ag, canary=compare_acceptance(cand, ref))
+    ag = bench.agreement(args.url, args.reference_url, prompts=args.prompts, model=args.model,
+                         reference_model=args.reference_model, api_key=key, max_tokens=args.agreement_tokens,
+                         timeout_s=args.timeout if args.timeout is not None else 300.0, on_progress=say,
+                         server_log=args.server_log, reference_server_log=args.reference_server_log,
+                         engine=getattr(args, "engine", None))
     shown = dataclasses.replace(ag, candidate_url=_shown(ag.candidate_url), reference_url=_shown(ag.reference_url))
     return shown, agreement_doc(shown)

@@ -4,6 +4,7 @@ which kernel the engine runs for each layer class on this GPU, and why."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from advisor.commands._args import MAX_GPUS, add_checkpoint_argument, add_gpu_arguments, whole
 
@@ -89,7 +90,7 @@ def run(args):
     from advisor.kernel_path.default_install import install_payload
     from advisor.kernel_path.explain import explain, explain_all_gpus
     from advisor.kernel_path.render import all_gpus_doc, explanation_doc, options_payload
-    from advisor.kernel_path.rules import parse_engine_spec
+    from advisor.kernel_path.rule_versions import parse_engine_spec
 
     engine, version = parse_engine_spec(args.engine)
     options = options_from_args(args)
@@ -100,7 +101,8 @@ def run(args):
 
         table = load_gpu_table()
         exps = explain_all_gpus(info, engine, version=version, options=options, gpus=args.gpus or 1, table=table)
-        payload = {"checkpoint": info.source, "options": options_payload(options), "explanations": exps}
+        payload: dict[str, Any] = {"checkpoint": info.source, "options": options_payload(options),
+                                   "explanations": exps}
         return Outcome(json=document("explain-all-gpus", payload), doc=all_gpus_doc(exps, table, info),
                        exit_code=EXIT_OK)
     from advisor.commands._args import NO_GPU_WHAT_IF, selection_from_args
@@ -129,6 +131,6 @@ def run(args):
 
 def _ignored_env(engine, version, options) -> tuple[str, ...]:
     from advisor.kernel_path.env_names import ignored_env
-    from advisor.kernel_path.rules import load_rules
+    from advisor.kernel_path.rule_files import load_rules
 
     return ignored_env(load_rules(engine, version)[0], options.env) if options.env else ()

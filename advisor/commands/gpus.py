@@ -52,7 +52,7 @@ def spec_json(spec) -> dict:
 
 def run(args):
     from advisor.commands import Outcome
-    from advisor.doc import Doc, Heading, Paragraph, Table, na
+    from advisor.doc import Block, Doc, Heading, Paragraph, Table, na
     from advisor.gpu_table import filter_gpus, load_sources
     from advisor.jsonout import document
 
@@ -78,7 +78,7 @@ def run(args):
         styles.append("dim" if s.confidence == "low" else "normal")
     active = ", ".join(f"{k.replace('_', '-')} {v}" for k, v in filters.items() if v is not None)
     suffix = f" ({active})" if active else ""
-    blocks = [
+    blocks: list[Block] = [
         Heading("GPU table"),
         Table(columns=("ID", "Name", "CC", "SMs", "Memory", "GB/s", "L2 MB", "TDP W", "Conf."),
               rows=tuple(spec_rows), title=f"{len(specs)} GPUs{suffix}", row_styles=tuple(styles)),

@@ -3,14 +3,14 @@ with a kernel check against `explain`, kept serving until Ctrl-C."""
 
 from __future__ import annotations
 
-import dataclasses
+from advisor import engines
+from advisor.services.launch.command import TUNED_ENGINES, Tuning
 
 NAME = "launch"
 HELP = "generate, start and supervise an engine server (vllm, sglang, fastllm, llamacpp, trtllm, transformers)"
 ORDER = 60
 
-ENGINES = ("vllm", "sglang", "fastllm", "llamacpp", "trtllm", "transformers")
-TUNED_ENGINES = ("vllm", "sglang", "fastllm")       # the engines with rules: plan tunes their settings
+ENGINES = engines.launchable()
 SPEC_METHODS = ("mtp", "eagle", "eagle3", "dflash", "dspark", "ngram", "draft_model")
 
 
@@ -82,20 +82,6 @@ _SIMPLE = ("port", "served_model_name", "tp", "pp", "nodes", "head_address", "kv
            "moe_backend", "device", "weight_dtype", "cuda_devices")
 
 
-@dataclasses.dataclass(frozen=True)
-class Tuning:
-    """What the command was tuned for: the plan (``plan --json`` form) and the GPU selection, or why not."""
-
-    plan: dict | None = None
-    selection: object = None
-    why_not: str = ""
-    verdict: str = ""                  # the analysis' verdict reason ("" when nothing stands in the way)
-
-    @property
-    def label(self) -> str:
-        return f"{self.selection.count} x {self.selection.spec.name}" if self.selection is not None else ""
-
-
 def tune(args) -> Tuning:
     """The plan for CHECKPOINT on the known GPU (--gpu ID, or the probed cards), as the TUI and `report`
     make it; without a known GPU (or for an engine without rules) the command stays untuned and says why."""
@@ -114,22 +100,19 @@ def tune(args) -> Tuning:
         if (getattr(args, "gpu", None) or "auto").strip().lower() != "auto":
             raise                               # a bad --gpu is a usage error, as everywhere
         return Tuning(why_not="no GPU named and none found here")
-    from advisor.analysis import Selection, analyze
+    from advisor.services.launch import command
 
-    a = analyze(Selection(model, sel.spec.id, sel.count, engine, None, args.workload), gpu=sel.spec)
-    if a.plan is None:
-        return Tuning(selection=sel, why_not="; ".join(a.errors.values()) or "no plan")
-    return Tuning(plan=a.plan.to_json(), selection=sel, verdict=a.verdict_reason)
+    return command.tune(model, engine, args.workload, sel)
 
 
 def build_settings(args, environ, tuning: Tuning | None = None):
     """ServeSettings from profile < plan (--plan, or ``tuning``'s) < explicit flags (edge code: reads
     files and the environment)."""
     import dataclasses
-    import json
 
-    from advisor.errors import BadInput, UsageError
-    from launchers import profiles
+    from advisor.errors import UsageError
+    from advisor.services.launch import profiles
+    from advisor.services.launch.command import read_plan
     from launchers.settings import ServeSettings, Speculative, settings_from_plan
 
     base, key_env, plan_doc = None, args.api_key_env, None
@@ -141,24 +124,7 @@ def build_settings(args, environ, tuning: Tuning | None = None):
     if not model or not engine:
         raise UsageError("give CHECKPOINT and --engine (or --profile NAME)")
     if args.plan:
-        from advisor.textfile import read_text
-
-        try:
-            plan_doc = json.loads(read_text(args.plan, what="plan file"))
-        except (ValueError, RecursionError) as err:
-            raise BadInput(f"not JSON: {err}", path=args.plan) from None
-        if not isinstance(plan_doc, dict) or "recommendation" not in plan_doc:
-            raise BadInput("not a `plan --json` document (no recommendation)", path=args.plan)
-        planned = (plan_doc.get("engine") or {}).get("name") if isinstance(plan_doc.get("engine"), dict) else None
-        if planned and planned != engine:
-            # the recommendation is in the planned engine's spellings and memory model
-            raise UsageError(f"{args.plan} is a plan for {planned}: launch --engine {planned}, or make a plan for "
-                             f"{engine} (`nvfp4-advisor plan CHECKPOINT --engine {engine} --json`)")
-        blocked = (plan_doc.get("recommendation") or {}).get("blocked")
-        if blocked:
-            from advisor.errors import Unsupported
-
-            raise Unsupported(f"{args.plan}: the plan has no launch line: {blocked}")
+        plan_doc = read_plan(args.plan, engine)
         base = settings_from_plan(plan_doc, engine=engine, model=model,
                                   **({} if base is None else {"port": base.port}))
     elif base is None and tuning is not None and tuning.plan is not None:
@@ -192,27 +158,6 @@ def build_settings(args, environ, tuning: Tuning | None = None):
     return dataclasses.replace(s, **changes), key_env, plan_doc
 
 
-def _with_scheme(settings):
-    """Fill checkpoint_scheme / checkpoint_moe from a local checkpoint's headers (engine warnings only)."""
-    import dataclasses
-    from pathlib import Path
-
-    from advisor.errors import AdvisorError
-
-    if settings.checkpoint_scheme or not Path(settings.model).is_dir():
-        return settings
-    from advisor.checkpoint.inspect import inspect_checkpoint
-    from advisor.textfile import NotRegularFile
-
-    try:
-        info = inspect_checkpoint(settings.model)
-    except NotRegularFile:
-        raise                                   # a FIFO/device config would hang the engine as well
-    except (AdvisorError, OSError, ValueError):
-        return settings
-    return dataclasses.replace(settings, checkpoint_scheme=info.label, checkpoint_moe=info.arch.moe is not None)
-
-
 def _explanation(args, settings, notes, version, cmd, tuning: Tuning | None = None):
     """explain's prediction for the kernel check; None (with a note) when it cannot be made."""
     known = tuning is not None and tuning.selection is not None
@@ -222,17 +167,13 @@ def _explanation(args, settings, notes, version, cmd, tuning: Tuning | None = No
         return None
     import os
 
-    from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.commands._args import selection_from_args
     from advisor.errors import AdvisorError
-    from advisor.kernel_path.explain import explain
-    from advisor.kernel_path.rules import load_rules
+    from advisor.services.launch.command import predicted_path
 
     try:
-        sel = tuning.selection if known else selection_from_args(args)
-        info = inspect_checkpoint(settings.model)
-        options = launch_options(cmd, load_rules(settings.engine, version)[0], os.environ)
-        return explain(info, sel.spec, gpus=sel.count, engine=settings.engine, version=version, options=options)
+        sel = tuning.selection if tuning is not None and tuning.selection is not None else selection_from_args(args)
+        return predicted_path(settings, cmd, version, sel, os.environ)
     except AdvisorError as err:
         notes.append(f"kernel prediction skipped: {err}")
         return None
@@ -264,85 +205,6 @@ def _tuning_doc(args, tuning: Tuning):
         "set batch, context and memory flags yourself"
     return Doc((Paragraph(f"Untuned: {tuning.why_not}; engine defaults apart from the flags given. To tune: {how}.",
                           "warn"),))
-
-
-def _check_tp(args, settings) -> None:
-    """The TP check plan and explain make (heads and experts divisible, enough GPUs), for a checkpoint
-    readable here (a folder or a bundled demo); the engine would refuse the same --tp at start-up."""
-    from pathlib import Path
-
-    if not settings.tp or settings.tp == 1:
-        return
-    if not (settings.model.startswith("demo:") or Path(settings.model).is_dir()):
-        return
-    from advisor.checkpoint.inspect import inspect_checkpoint
-    from advisor.cost.feasibility import check_tp
-    from advisor.errors import AdvisorError
-
-    try:
-        info = inspect_checkpoint(settings.model)
-    except (AdvisorError, OSError, ValueError):
-        return                              # unreadable: the engine's own check still applies
-    check_tp(settings.tp, args.gpus or settings.tp, info.arch)
-
-
-# Flags the supervisor relies on: an --extra-arg repeating them would make readiness poll the wrong place.
-_SUPERVISED = ("--port", "--host")
-
-
-def extra_arg_overrides(cmd) -> list[str]:
-    """Warnings for --extra-arg flags that repeat one the generated command already sets (the engine
-    takes the last one); refuses --port/--host, which readiness polling depends on."""
-    from advisor.errors import UsageError
-
-    extra = list(cmd.settings.extra_args or ())
-    if not extra:
-        return []
-    base = list(cmd.argv[:len(cmd.argv) - len(extra)]) if tuple(cmd.argv[-len(extra):]) == tuple(extra) \
-        else list(cmd.argv)
-    set_here: dict[str, str] = {}
-    for i, a in enumerate(base):
-        if a.startswith("--"):
-            name, eq, val = a.partition("=")
-            set_here[name] = val if eq else (base[i + 1] if i + 1 < len(base) and not base[i + 1].startswith("--")
-                                             else "")
-    out = []
-    for a in extra:
-        name = a.partition("=")[0]
-        if not name.startswith("--") or name not in set_here:
-            continue
-        shown = f"{name} {set_here[name]}".strip()
-        if name in _SUPERVISED:
-            raise UsageError(f"--extra-arg {name} overrides {shown}, but readiness polls {set_here[name]}: "
-                             f"use the advisor's own {name} instead")
-        out.append(f"--extra-arg {name} overrides {shown} that the command already sets (the engine takes the last)")
-    return out
-
-
-def launch_options(cmd, rules, environ):
-    """explain's options for what is really launched: the engine flags explain knows (backends, FastLLM
-    --moe_device ...) and the KV dtype as they stand in the command, TP, and the engine's environment
-    variables. Without them the prediction is for engine defaults and the kernel check compares the
-    engine's log with a different setup."""
-    from advisor.kernel_path.options import InstallOptions
-
-    argv = list(cmd.argv)
-
-    def value(cli: str) -> str | None:
-        for i, a in enumerate(argv):
-            if a == cli and i + 1 < len(argv):
-                return argv[i + 1]
-            if a.startswith(cli + "="):
-                return a.split("=", 1)[1]
-        return None
-
-    flags = tuple((name, v) for name, spec in rules.flags.items() if (v := value(spec.cli)) is not None)
-    kv = value("--kv-cache-dtype") or value("--kv_cache_dtype")
-    prefixes = {"vllm": ("VLLM_",), "sglang": ("SGLANG_",), "fastllm": ("FASTLLM_",)}.get(cmd.engine, ())
-    env = {k: v for k, v in environ.items() if k.startswith(prefixes) and not k.endswith("API_KEY")}
-    env.update((k, v) for k, v in cmd.env if not k.endswith("API_KEY"))
-    return InstallOptions(flags=flags, kv_cache_dtype=None if kv in (None, "auto") else kv,
-                          tp=cmd.settings.tp, env=tuple(sorted(env.items())))
 
 
 def run(args):
@@ -392,19 +254,17 @@ def _run(args):
     from advisor.doc import Bullets, Doc, KeyValues, Paragraph
     from advisor.errors import EXIT_UNSUPPORTED, BadInput
     from advisor.jsonout import document
-    from launchers import kernel_check, pidfile, profiles, report, watchdog
-    from launchers.engines import build_command
+    from advisor.services.launch import command, profiles, server as serving
+    from launchers import report
     from launchers.settings import predicted_kv_tokens
-    from launchers.supervisor import Server, ServerFailed, stop_leftover
-    from launchers.versions import detect_version
+    from launchers.supervisor import ServerFailed
 
     tuning = tune(args)
     settings, key_env, plan_doc = build_settings(args, os.environ, tuning)
-    settings = _with_scheme(settings)
-    _check_tp(args, settings)
-    detected = None if settings.version else detect_version(settings.engine)
-    cmd = build_command(settings, detected)
-    overridden = extra_arg_overrides(cmd)
+    settings = command.with_scheme(settings)
+    command.check_tp(settings, args.gpus)
+    cmd = command.command_for(settings)
+    overridden = command.extra_arg_overrides(cmd)
     payload = {"command": cmd, "dry_run": bool(args.dry_run), "tuning": _tuning_payload(args, tuning)}
     doc = report.command_doc(cmd) + _tuning_doc(args, tuning)
     if args.save_profile:
@@ -422,15 +282,8 @@ def _run(args):
     # the engine refuses the whole model while reading its config (explain's config-loading stage)
     refused = explanation is not None and explanation.load is not None and explanation.load.refused
     if args.dry_run:
-        warnings = []
-        if demo:
-            warnings.append("demo checkpoint: configs only, no weights — the engine needs your real checkpoint "
-                            f"in place of {settings.model}")
-        if predicted_fail:
-            warnings.append(f"explain predicts this will not run: {explanation.summary}")
-        elif tuning.verdict and tuning.plan is plan_doc:
-            warnings.append(tuning.verdict)     # e.g. the weights do not fit: the TUI's launch note says the same
-        warnings += overridden
+        verdict = tuning.verdict if tuning.plan is plan_doc else ""
+        warnings = command.dry_run_warnings(settings, explanation, verdict, tuple(overridden))
         payload.update(warnings=warnings, notes=notes)
         if warnings:
             doc = doc + Doc((Bullets(tuple(warnings), title="Before you run it", style="warn"),))
@@ -449,19 +302,19 @@ def _run(args):
 
             print(printable(text, multiline=True), file=sys.stderr, flush=True)
 
-    left = pidfile.leftovers()
+    left = serving.leftovers()
     if left:
         if args.stop_leftovers or (sys.stdin.isatty() and not quiet and _ask(left)):
             for rec in left:
-                res = stop_leftover(rec)
+                res = serving.stop_leftover(rec)
                 say(f"stopped leftover {rec.engine} server pid {rec.pid} on port {rec.port} ({res.signal})")
         else:
             for r in left:   # now, not only in the final report: a serving launch ends with Ctrl-C
                 say(f"warning: pid {r.pid} ({r.engine}, port {r.port}) was left running by an earlier launch; "
                     "stop it with --stop-leftovers")
             payload["leftovers"] = [{"pid": r.pid, "port": r.port, "engine": r.engine} for r in left]
-            doc = doc + Doc((Bullets(tuple(f"pid {r.pid}: {r.engine} on port {r.port} — {r.command_line}" for r in left),
-                                     title="Servers left running by an earlier run (stop: --stop-leftovers)",
+            running = tuple(f"pid {r.pid}: {r.engine} on port {r.port} — {r.command_line}" for r in left)
+            doc = doc + Doc((Bullets(running, title="Servers left running by an earlier run (stop: --stop-leftovers)",
                                      style="warn"),))
     for text in overridden:
         say(f"warning: {text}")
@@ -471,9 +324,8 @@ def _run(args):
         say(f"warning: explain predicts this will not run: {explanation.summary}")
         notes.append(f"explain predicted that this does not run: {explanation.summary}")
     kv_pred = predicted_kv_tokens(plan_doc) if plan_doc else None
-    log_path = Path(args.log) if args.log else (pidfile.run_dir().parent / "logs" /
-                                                f"{settings.engine}-{settings.port}-{time.strftime('%Y%m%d-%H%M%S')}.log")
-    server = Server(cmd, log_path=log_path, on_line=(lambda line: say(f"  | {line}")) if args.follow else None)
+    log_path = Path(args.log) if args.log else serving.log_path(settings.engine, settings.port)
+    server = serving.server_for(cmd, log_path, (lambda line: say(f"  | {line}")) if args.follow else None)
     say(f"starting: {cmd.display()}")
     say(f"log: {log_path}")
     last = [0.0]
@@ -497,7 +349,7 @@ def _run(args):
     except KeyboardInterrupt:
         server.stop()
         raise
-    kc = kernel_check.check(server.tail(4000), explanation, kv_pred)
+    kc = serving.check_kernels(server, explanation, kv_pred)
     check_doc = report.kernel_check_doc(kc) + report.findings_doc(ready.findings, "Warnings at start-up")
     payload.update(ready=True, ready_after_s=ready.elapsed_s, url=ready.base_url, kernel_check=kc,
                    startup_findings=list(ready.findings), notes=notes)
@@ -508,22 +360,22 @@ def _run(args):
         payload["stop"] = server.stop()
         return Outcome(json=document("launch", payload), doc=doc)
     say(report.plain(check_doc))
-    dog = watchdog.Watchdog(lambda: [p.pid for p in server.processes()]).start()
+    dog = serving.watch(lambda: [p.pid for p in server.processes()])
     exit_code = 0
     try:
         say(f"serving {settings.model_id} at {ready.base_url} — Ctrl-C to stop")
         while server.returncode is None:
             time.sleep(0.5)
-        err = server.failure(f"{settings.engine} exited with status {server.returncode} while serving",
-                              server.returncode)
-        doc = doc + report.failure_doc(err)
-        payload["error"] = str(err)
+        failure = server.failure(f"{settings.engine} exited with status {server.returncode} while serving",
+                                  server.returncode)
+        doc = doc + report.failure_doc(failure)
+        payload["error"] = str(failure)
         exit_code = 1
     except KeyboardInterrupt:
         say("stopping …")
     samples = dog.stop()
     payload["stop"] = server.stop()
-    payload["watchdog"] = watchdog.findings(samples, expect_gpu=settings.device != "cpu")
+    payload["watchdog"] = serving.watch_findings(samples, settings.device)
     stopped = payload["stop"]
     doc = doc + Doc((KeyValues((("stopped with", stopped.signal or "already exited"),
                                 ("after", f"{stopped.elapsed_s:.1f} s"))

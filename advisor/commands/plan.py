@@ -139,7 +139,7 @@ def run(args):
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.commands import Outcome
     from advisor.commands._args import NO_GPU_WHAT_IF, selection_from_args
-    from advisor.analysis import explain_and_plan
+    from advisor.services.analysis import explain_and_plan
     from advisor.cost.feasibility import check_tp
     from advisor.cost.plan_doc import to_doc
     from advisor.cost.workload import get_workload
@@ -147,7 +147,7 @@ def run(args):
     from advisor.kernel_path.options import InstallOptions
     from advisor.probe import probe
 
-    from advisor.kernel_path.rules import parse_engine_spec
+    from advisor.kernel_path.rule_versions import parse_engine_spec
 
     engine, version = parse_engine_spec(args.engine)   # unknown engine: exit 2 with the list, as explain
     workload = get_workload(args.workload, args.workloads)

@@ -132,122 +132,11 @@ def _plan_overrides(args, selection, probe_result):
     return plan_cmd.overrides_from_args(parser.parse_args([args.checkpoint]), device), device
 
 
-def _analysis(args, selection, engine: str, version, calibration, overrides):
-    """inspect -> explain -> plan for the planning set: the shared chain `plan` and the TUI use."""
-    from advisor.analysis import Selection, analyze
-    from advisor.cost.workload import get_workload
+def _measurements(args):
+    from advisor.services.export import Measurements
 
-    get_workload(args.workload)                      # a bad name is a usage error, before any work
-    sel = Selection(args.checkpoint, selection.spec.id, selection.count, engine, version, args.workload)
-    analysis = analyze(sel, overrides=overrides, gpu=selection.spec, calibration=calibration, use_calibration=False)
-    for stage in ("gpu", "inspect"):                  # no checkpoint (or GPU), no report: one line
-        if stage in analysis.errors:
-            from advisor.errors import BadInput
-
-            raise BadInput(analysis.errors[stage])
-    return analysis
-
-
-def _launch(args, analysis, engine: str):
-    from advisor.errors import AdvisorError
-    from advisor.report.build import LaunchCommand
-
-    if analysis.plan is None:
-        return ()
-    try:
-        from launchers.engines import build_command
-        from launchers.settings import settings_from_plan
-
-        settings = settings_from_plan(analysis.plan, engine=engine, model=args.checkpoint, port=args.port,
-                                      api_key=args.api_key, checkpoint_scheme=analysis.checkpoint.label)
-        cmd = build_command(settings)
-    except AdvisorError as err:
-        return (LaunchCommand(engine, f"# no launch command: {err}"),)
-    notes = tuple(cmd.warnings) + tuple(cmd.notes)
-    if args.checkpoint.startswith("demo:"):
-        notes += ("demo checkpoint: replace the model argument with your local checkpoint folder",)
-    return (LaunchCommand(engine, cmd.display(), cmd.display_steps(), notes),)
-
-
-def _extras(args, analysis, calibration):
-    from advisor.doc import Doc
-    from advisor.report.build import Extra
-    from advisor.report.extras import benchmark_extra, calibration_extra, microbench_extra
-
-    out = []
-    plan = analysis.plan
-    if args.launch_log:
-        from advisor.textfile import LOG_TAIL, read_text
-        from launchers.kernel_check import check
-        from launchers.report import kernel_check_doc
-        from launchers.settings import predicted_kv_tokens
-
-        # a long-running engine's log can be huge: its start-up lines are near the end of the last run
-        lines = read_text(args.launch_log, limit_bytes=LOG_TAIL, what="launch log", tail=True).splitlines()
-        kc = check(lines, analysis.explanation, predicted_kv_tokens(plan) if plan is not None else None)
-        doc = kernel_check_doc(kc)
-        data = {"rows": [{"layer_class": r.layer_class, "predicted": r.predicted, "observed": list(r.observed),
-                          "status": r.status, "line": r.line} for r in kc.rows],
-                "kv": {"predicted_tokens": kc.kv.predicted_tokens, "observed_tokens": kc.kv.observed_tokens,
-                       "error_pct": kc.kv.error_pct},
-                "mismatches": len(kc.mismatches)}
-        out.append(Extra("kernel_check", "Launch kernel check", Doc(doc.blocks[1:]), data))
-    if args.bench:
-        out.append(_bench_extra(_read_json(args.bench), plan, benchmark_extra, args.bench))
-    if args.microbench:
-        from advisor.errors import BadInput
-
-        try:
-            out.append(microbench_extra(_read_json(args.microbench)))
-        except (TypeError, ValueError) as err:
-            raise BadInput(f"not a `microbench --json` document ({err})", path=args.microbench) from None
-    if getattr(args, "quality", None):
-        from advisor.quality.evidence import load_files
-        from advisor.report.extras import quality_extra
-
-        weights, outputs = load_files(args.quality)
-        shares = analysis.checkpoint.scheme_shares if analysis.checkpoint is not None else {}
-        out.append(quality_extra(weights, outputs, shares))
-    if calibration is not None:
-        out.append(calibration_extra(calibration))
-    return tuple(out)
-
-
-def _num(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _bench_extra(doc: dict, plan, benchmark_extra, path: str):
-    """Measured numbers from a `bench --json` document, judged against this report's plan."""
-    from advisor.errors import BadInput
-    from launchers.verdict import DEFAULT_BAND, Band, judge
-
-    rep = doc.get("report") if isinstance(doc.get("report"), dict) else doc
-    conc = rep.get("concurrency") if isinstance(rep.get("concurrency"), dict) else None
-    prefill = rep.get("prefill") if isinstance(rep.get("prefill"), dict) else None
-    decode = _num(rep.get("decode_tps"))
-    aggregate = _num(conc.get("aggregate_tps")) if conc else None
-    streams = conc.get("streams") if conc and isinstance(conc.get("streams"), int) else None
-    if decode is None and aggregate is None:
-        raise BadInput("no measured decode_tps or concurrency.aggregate_tps (expected `bench --json` output)",
-                       path=path)
-    measured = {"decode tok/s (1 stream)": decode, "TTFT median (s)": _num(rep.get("ttft_s"))}
-    if conc:
-        measured[f"aggregate tok/s ({streams} streams)"] = aggregate
-    if prefill:
-        measured["long-prompt prefill (s)"] = _num(prefill.get("prefill_s"))
-
-    def band(v):
-        return Band(v * (1 - DEFAULT_BAND), v * (1 + DEFAULT_BAND)) if v else None
-
-    verdicts = []
-    if plan is not None:
-        p = plan.predictions
-        verdicts.append(judge("decode tok/s (1 stream)", decode, band(p.decode_tok_s)))
-        if streams in p.decode_aggregate_tok_s:
-            verdicts.append(judge(f"aggregate tok/s ({streams} streams)", aggregate,
-                                  band(p.decode_aggregate_tok_s[streams])))
-    return benchmark_extra(measured, verdicts)
+    return Measurements(launch_log=args.launch_log, bench=args.bench, microbench=args.microbench,
+                        quality=tuple(getattr(args, "quality", None) or ()))
 
 
 def _calibration(args, selection, device):
@@ -276,12 +165,15 @@ def run(args):
     from advisor.commands import Outcome
     from advisor.doc import Doc, Heading, Paragraph
     from advisor.jsonout import document
-    from advisor.kernel_path.rules import parse_engine_spec
+    from advisor.kernel_path.rule_versions import parse_engine_spec
     from advisor.probe import probe
     from advisor.report.build import Hardware, Header
     from advisor.report.export import ExportRequest, export
+    from advisor.services.answer import answer_doc
     from advisor.report.output import check_target
     from advisor.report.privacy import scrubber_for
+    from advisor.services.analysis import Selection
+    from advisor.services.export import launch_commands, measurement_extras, report_analysis
 
     fmt = _format(args)
     engine, version = parse_engine_spec(args.engine[0])
@@ -297,7 +189,7 @@ def run(args):
     target = check_target(args.output, (args.checkpoint,) if local_ck else (), overwrite=args.force)
 
     probe_result = probe()             # also for an id: a probed card of that model is a real fingerprint
-    compare = ()
+    compare: list | tuple = ()
     if args.compare:
         from advisor.gpu_table import load_gpu_table
 
@@ -306,15 +198,20 @@ def run(args):
     selection = _planning_selection(args, probe_result, compare)
     overrides, device = _plan_overrides(args, selection, probe_result)
     calibration = _calibration(args, selection, device)
-    analysis = _analysis(args, selection, engine, version, calibration, overrides)
+    analysis = report_analysis(Selection(args.checkpoint, selection.spec.id, selection.count, engine, version,
+                                                args.workload), selection.spec, calibration, overrides)
 
     scrub = scrubber_for(os.environ, home=os.path.expanduser("~"), cwd=os.getcwd(), secrets=(args.api_key,),
                          probe_result=probe_result, calibration=calibration, paths=(args.checkpoint, args.output))
     header = Header(advisor.__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     reproduce_command(args, fmt))
-    req = ExportRequest(analysis=analysis, header=header, fmt=fmt, hardware=Hardware(selection, probe_result),
-                        compare=compare, engines=args.engine, launch=_launch(args, analysis, engine),
-                        extras=_extras(args, analysis, calibration), calibration=calibration,
+    req = ExportRequest(analysis=analysis, header=header, fmt=fmt, answer=answer_doc(analysis),
+                        hardware=Hardware(selection, probe_result),
+                        compare=compare, engines=args.engine,
+                        launch=launch_commands(analysis, engine, args.checkpoint, port=args.port,
+                                                      api_key=args.api_key),
+                        extras=measurement_extras(analysis, calibration, _measurements(args)),
+                        calibration=calibration,
                         overrides=overrides, scrubber=scrub)
     report, path, size = export(req, target, overwrite=args.force)
     summary = {"path": str(path), "format": fmt, "bytes": size,

@@ -15,7 +15,9 @@ def add_arguments(parser) -> None:
                         help="folder, .safetensors file, hub id org/name[@rev] or demo:NAME (default: last used)")
     parser.add_argument("--gpu", metavar="ID", help="plan for this GPU table id (default: probed card, else last used)")
     parser.add_argument("--gpus", metavar="N", type=int, help="number of identical cards (tensor parallel)")
-    parser.add_argument("--engine", choices=("vllm", "sglang", "fastllm"), help="engine whose rules to explain")
+    from advisor import engines
+
+    parser.add_argument("--engine", choices=engines.tuned(), help="engine whose rules to explain")
 
 
 def run(args):

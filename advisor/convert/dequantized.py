@@ -21,12 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from advisor.convert import nvfp4_math as m
-from advisor.convert.converter import Progress, _write_json, check_destination, remove_stale_partials, staged_output
+from advisor.convert.converter import Progress, _write_json
+from advisor.convert.destination import check_destination, remove_stale_partials, staged_output
 from advisor.convert.plan import _assign_shards
 from advisor.convert.safetensors_io import OutSpec, ShardWriter, read_bytes
 from advisor.convert.source import INDEX_NAME, open_checkpoint
 from advisor.errors import BadInput
-from advisor.quality.layouts import QuantTensor, Reader, chunk_rows, detect, quant_config
+from advisor.quality.dequantize import Reader, chunk_rows
+from advisor.quality.layouts import QuantTensor, detect, quant_config
 
 # configs of quantizers that would make a loader treat the BF16 copy as quantized again
 QUANT_CONFIG_FILES = ("quantize_config.json", "quant_config.json", "hf_quant_config.json")

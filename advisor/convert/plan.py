@@ -76,9 +76,11 @@ def reference_format(ref: Checkpoint) -> tuple[str, dict, dict | None]:
         raise Unsupported(f"reference quant_algo is {algo}; only uniform NVFP4 / W4A16_NVFP4 "
                           "references can be reproduced", path=str(ref.root))
     if hq is None:
+        assert isinstance(qc, dict), "without hf_quant_config.json, qc is ModelOpt's (checked above)"
+        ignore = qc.get("ignore")
         hq = {"producer": qc.get("producer"), "quantization": {
             "quant_algo": algo, "kv_cache_quant_algo": None, "group_size": 16,
-            "exclude_modules": list(qc.get("ignore") if isinstance(qc.get("ignore"), list) else [])}}
+            "exclude_modules": list(ignore) if isinstance(ignore, list) else []}}
     return algo, hq, qc if isinstance(qc, dict) else None
 
 
@@ -186,7 +188,7 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
                                f"{list(rw.shape)}", path=str(ref.root))
         quantized[module] = Quantized(module, name, (n, k), module, "", None)
 
-    if ref is not None:
+    if ref_modules is not None:   # set exactly when there is a reference
         missing = sorted(ref_modules - quantized.keys())
         if missing:
             raise BadInput(f"reference quantizes {len(missing)} module(s) the source lacks, e.g. "
@@ -234,18 +236,20 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
     out_specs: list[OutSpec] = []
     for name, e in src.tensors.items():
         module = rules.module_of(name)
-        q = quantized.get(module)
-        if q is not None and name == q.source:
-            n, k = q.shape
-            out_specs += [OutSpec(name, "U8", (n, k // 2)), OutSpec(module + ".weight_scale", "F8_E4M3", (n, k // BLOCK)),
+        made = quantized.get(module)
+        if made is not None and name == made.source:
+            n, k = made.shape
+            out_specs += [OutSpec(name, "U8", (n, k // 2)),
+                          OutSpec(module + ".weight_scale", "F8_E4M3", (n, k // BLOCK)),
                           OutSpec(module + ".weight_scale_2", "F32", ())]
-            if q.input_scale is not None:
+            if made.input_scale is not None:
                 out_specs.append(OutSpec(module + ".input_scale", "F32", ()))
         else:
             out_specs.append(OutSpec(name, e.dtype, e.shape))
     shards = _assign_shards(out_specs, ref, options.max_shard_bytes, notes)
 
-    unquantized = [rules.module_of(k.name) for k in kept if src.tensors[k.name].shape and len(src.tensors[k.name].shape) >= 2]
+    unquantized = [rules.module_of(k.name) for k in kept
+                   if src.tensors[k.name].shape and len(src.tensors[k.name].shape) >= 2]
     if ref is not None:
         hq_out = hq
         qc_out = qc
@@ -261,7 +265,8 @@ def build_plan(src: Checkpoint, ref: Checkpoint | None, options: Options, *,
                 hq_out, qc_out, notes)
 
 
-def _assign_shards(specs: list[OutSpec], ref: Checkpoint | None, max_bytes: int, notes: list[str]) -> dict[str, list[OutSpec]]:
+def _assign_shards(specs: list[OutSpec], ref: Checkpoint | None, max_bytes: int,
+                   notes: list[str]) -> dict[str, list[OutSpec]]:
     files: dict[str, list[OutSpec]] = {}
     if ref is not None:
         last = ref.shard_files[-1]

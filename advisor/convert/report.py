@@ -6,7 +6,7 @@ from collections import Counter
 
 from advisor.convert.converter import ConvertResult
 from advisor.convert.verify import VerifyReport
-from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table
+from advisor.doc import Block, Bullets, Doc, Heading, KeyValues, Paragraph, Table
 
 INPUT_SCALE_NOTE = ("input_scale is written as 1.0 (ModelOpt's constant_amax 2688): weight-only runtimes "
                     "(W4A16, e.g. Marlin) ignore it; a W4A4 runtime on FP4 tensor cores would use it to "
@@ -59,7 +59,7 @@ def convert_doc(r: ConvertResult) -> Doc:
     algo = p.hf_quant_config["quantization"]["quant_algo"]
     fused = {g: m for g, m in p.groups.items() if len(m) > 1}
     rate = r.input_bytes / r.seconds / 1e9 if r.seconds > 0 else None
-    blocks = [
+    blocks: list[Block] = [
         Heading(f"Converted to {algo} (ModelOpt layout)"),
         KeyValues((
             ("source", str(p.source.root)),
@@ -116,7 +116,7 @@ def _positions_text(first: tuple[tuple[int, ...], ...]) -> str:
 def verify_doc(rep: VerifyReport) -> Doc:
     verdict = ("identical: every compared byte matches" if rep.identical
                else "DIFFERENT: see the mismatches below")
-    blocks = [
+    blocks: list[Block] = [
         Heading(f"Verify ({rep.mode})"),
         KeyValues((
             ("candidate", "reference, dequantized and requantized" if not rep.candidate else

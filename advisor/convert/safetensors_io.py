@@ -77,7 +77,7 @@ def read_bytes(entry: TensorEntry, start: int = 0, length: int | None = None) ->
 def read_into(fd: int, entry: TensorEntry, start: int, out: np.ndarray) -> np.ndarray:
     """Fill `out` (a contiguous array) with the tensor's bytes from `start` on, by positional
     reads from `fd` (an open descriptor of entry.file; safe to share between threads)."""
-    view = memoryview(out).cast("B")
+    view = out.data.cast("B")
     got = 0
     while got < len(view):
         n = os.preadv(fd, [view[got:]], entry.offset + start + got)
@@ -112,7 +112,7 @@ class MappedRows:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.rows = None
+        del self.rows                # drop the view first: a map with a live view cannot close
         if self._map is not None:
             try:
                 self._map.close()
@@ -128,6 +128,7 @@ class RowReader:
 
     def __init__(self, entry: TensorEntry):
         self.entry = entry
+        self._mm: np.ndarray | None
         if entry.nbytes == 0:
             self._mm = np.zeros(entry.shape, NUMPY_VIEW[entry.dtype])
         else:
@@ -135,6 +136,7 @@ class RowReader:
                                  offset=entry.offset, shape=entry.shape)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
+        assert self._mm is not None, "rows() after close()"
         return self._mm[start:stop]
 
     def close(self) -> None:

@@ -65,7 +65,8 @@ def open_checkpoint(root: Path) -> Checkpoint:
                 raise BadInput(f"weight_map shard name {v!r} is not a file name in the checkpoint folder",
                                path=str(index_path))
         shards = sorted(set(wm.values()))
-        index_metadata = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
+        meta = index.get("metadata")
+        index_metadata = meta if isinstance(meta, dict) else {}
     else:
         try:
             shards = sorted(n for n in os.listdir(root) if n.endswith(".safetensors"))

@@ -79,7 +79,8 @@ def _positions(diff_flat_idx: np.ndarray, elem_size: int, shape: tuple[int, ...]
 def compare_tensor(a: TensorEntry, b: TensorEntry, kind: str) -> TensorDiff | None:
     """Compare the raw bytes of two tensors of the same dtype/shape in chunks."""
     size = DTYPE_SIZES[b.dtype]
-    count, first = 0, []
+    count = 0
+    first: list = []
     for start in range(0, b.nbytes, CHUNK_BYTES):
         length = min(CHUNK_BYTES, b.nbytes - start)
         x = np.frombuffer(read_bytes(a, start, length), np.uint8)
@@ -277,7 +278,8 @@ def roundtrip(ref: Checkpoint, *, threads: int = 1, progress: Progress | None = 
         if wd:
             diffs.append(TensorDiff(mod + ".weight", "weight", wd, w.nbytes, tuple(wfirst[:FIRST_POSITIONS])))
         if sd:
-            diffs.append(TensorDiff(mod + ".weight_scale", "weight_scale", sd, s.nbytes, tuple(sfirst[:FIRST_POSITIONS])))
+            diffs.append(TensorDiff(mod + ".weight_scale", "weight_scale", sd, s.nbytes,
+                                    tuple(sfirst[:FIRST_POSITIONS])))
         if wu or su:
             diffs.append(TensorDiff(mod + ".weight", "undetermined", wu + su, w.nbytes + s.nbytes, (), False,
                                     "blocks whose scale the dequantized values do not determine"))
@@ -292,7 +294,10 @@ def roundtrip(ref: Checkpoint, *, threads: int = 1, progress: Progress | None = 
 def dequantize_module(ref: Checkpoint, module: str) -> np.ndarray:
     """Whole-tensor BF16 bits of a reference module (tests and small tools)."""
     w, s = _ref_rows(ref, module)
-    wsf2 = np.frombuffer(scalar_bytes(ref, module + ".weight_scale_2"), np.float32)[0]
+    wsf2_bytes = scalar_bytes(ref, module + ".weight_scale_2")
+    if wsf2_bytes is None:
+        raise KeyError(module + ".weight_scale_2")   # as _ref_rows does for a missing weight
+    wsf2 = np.frombuffer(wsf2_bytes, np.float32)[0]
     packed = np.frombuffer(read_bytes(w), NUMPY_VIEW["U8"]).reshape(w.shape)
     scale = np.frombuffer(read_bytes(s), np.uint8).reshape(s.shape)
     return m.f32_to_bf16(m.dequantize(packed, scale, wsf2))

@@ -5,16 +5,26 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from advisor.arch_caps import caps_for
 from advisor.checkpoint.model import CheckpointInfo
-from advisor.cost import efficiency, interconnect, memory, spec_concurrency, speculative, weights
-from advisor.cost import measured as measured_ops
+from advisor.cost import (
+    efficiency,
+    gpu_efficiency,
+    interconnect,
+    measured as measured_ops,
+    memory,
+    spec_choice,
+    speculative,
+    weights,
+)
 from advisor.cost.derived import Assumption, Derived
 from advisor.cost.engine_profile import GIB, EngineMemory
 from advisor.cost.kv import KvDtype, KvLayout
+from advisor.cost.kv_choice import allowed_kv, kv_decision, one_16bit_kv
 from advisor.cost.overrides import Overrides
 from advisor.cost.recurrent_state import RecurrentState
-from advisor.cost.roofline import CostModel, PrefillCost, StepCost
-from advisor.arch_caps import caps_for
+from advisor.cost.roofline import CostModel
+from advisor.cost.step_costs import PrefillCost, StepCost
 from advisor.errors import AdvisorError, BadInput, UsageError
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
@@ -192,7 +202,8 @@ class PlanContext:
             return DRAFT_SHARE * wm.resident_bytes(), speculative.DRAFT_MODEL_SHARE[1]
         n = max(1, m.draft_layers)
         one_layer = wm.params_of("dense") / max(self.checkpoint.arch.num_layers, 1) * 2.0
-        return n * one_layer, f"estimate: {n} 16-bit decoder layer(s) of the target's size (the draft shares the target's head)"
+        return n * one_layer, (f"estimate: {n} 16-bit decoder layer(s) of the target's size (the draft shares "
+                               "the target's head)")
 
     def draft_head_quant(self) -> bool:
         """The engine quantizes the draft's output head (FastLLM FASTLLM_DRAFT_QUANT) and the plan assumes it."""
@@ -204,92 +215,14 @@ class PlanContext:
         arch = self.checkpoint.arch
         return arch.vocab_size * arch.hidden_size * float(self.engine.draft_quant.get("head_bits", 16)) / 8.0
 
-    def draft_pass(self, s: Settings, batch: int = 1, k: int | None = None, context: float = 0.0) -> Derived:
-        """Drafting ``k`` tokens (default: the setting's) for ``batch`` sequences (spec_concurrency.draft_pass)."""
-        return spec_concurrency.draft_pass(self, s, batch, max(1, s.draft_tokens) if k is None else k, context)
-
     def memo(self, key: tuple, make):
         """``make()`` once per context and key (the tuner and the plan ask for the same figures)."""
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]
 
-    def spec_points(self, s: Settings, batch: int, context: float) -> list[speculative.SpecPoint]:
-        """Per k: speedup at ``batch`` from the speculative step at that batch (spec_concurrency.spec_step)."""
-        return [speculative.SpecPoint(p.k, p.expected_tokens, p.seconds, p.speedup, p.derived)
-                for p in spec_concurrency.points(self, s, batch, context)]
-
 
 DRAFT_SHARE = speculative.DRAFT_MODEL_SHARE[0]
-
-
-def _kv_decision(explanation: Explanation) -> LayerDecision | None:
-    for d in explanation.decisions:
-        if d.layer_class == "attention_kv":
-            return d
-    return None
-
-
-def _allowed_kv(engine: EngineMemory, explanation: Explanation,
-                kv_decisions: dict[str, LayerDecision] | None) -> tuple[tuple[KvDtype, ...], dict[str, str], KvDtype]:
-    """KV dtypes `explain` accepted (never one its attention decision rejects)."""
-    allowed: list[KvDtype] = []
-    rejected: dict[str, str] = {}
-    main = _kv_decision(explanation)
-    decisions = dict(kv_decisions or {})
-    main_dt = engine.kv_dtype(main.kv_cache_dtype) if main is not None and main.kv_cache_dtype else None
-    if main_dt is not None:
-        # the explanation's own dtype, unless a requested flag value of the same layout covers it
-        same = [n for n, d in decisions.items() if (dt := engine.kv_dtype(n)) is not None
-                and (dt.kind, dt.bits) == (main_dt.kind, main_dt.bits) and d.runs == main.runs]
-        if same:
-            main_dt = engine.kv_dtype(same[0])
-        else:
-            decisions.setdefault(main_dt.name, main)
-    for name, d in decisions.items():
-        dt = engine.kv_dtype(name)
-        if dt is None:
-            continue
-        if d.runs:
-            allowed.append(dt)
-        else:
-            rejected[name] = d.error or "; ".join(d.reasons) or "rejected by the attention backend"
-    if main_dt is not None:
-        default = main_dt
-    else:
-        default = engine.kv_dtype("auto") or engine.kv_dtypes[0]
-        if main is None and default.name not in rejected:
-            allowed.append(default)
-    if not allowed:
-        # nothing explain accepts: cost the default (the plan warns that it does not run)
-        allowed.append(default)
-    return tuple(dict.fromkeys(allowed)), rejected, default
-
-
-def _one_16bit_kv(engine: EngineMemory, allowed: tuple[KvDtype, ...], default: KvDtype, bf16: bool,
-                  auto_is_model_dtype: bool = True) -> tuple[tuple[KvDtype, ...], KvDtype]:
-    """Keep one 16-bit KV candidate: the model dtype's. A GPU without BF16 (sm_75) runs the model in
-    FP16, so its 16-bit KV cache must be the engine's FP16 value, never bfloat16 (vLLM on Turing:
-    "bfloat16 requires SM80+. Re-run with --kv-cache-dtype float16", triton_attn.py:510-532@0.33.0);
-    with BF16 the BF16 value is the one 'auto' would give."""
-    auto = engine.kv_dtype("auto")
-    model_kind = auto.kind if auto is not None and auto.kind in ("bf16", "fp16") else "bf16"
-    want = model_kind if bf16 else "fp16"       # FastLLM computes in FP16 even where BF16 exists
-    drop = "fp16" if want == "bf16" else "bf16"
-    named = [dt for dt in engine.kv_dtypes if dt.name != "auto"]
-    repl = next((dt for dt in named if dt.kind == want), None)
-    if repl is None and not bf16 and auto_is_model_dtype:
-        repl = auto                         # e.g. SGLang has no FP16 value: 'auto' is the FP16 model dtype
-    if repl is None:
-        return allowed, default
-
-    def swap(dt: KvDtype) -> KvDtype:
-        return repl if dt.kind == drop and dt.name != "auto" and dt.name != repl.name else dt
-
-    out = [swap(dt) for dt in allowed]
-    if want == "fp16" and repl not in out and any(dt.kind in ("bf16", "fp16") for dt in allowed):
-        out.append(repl)
-    return tuple(dict.fromkeys(out)), swap(default)
 
 
 def has_bf16(gpu: GpuSpec) -> bool:
@@ -302,8 +235,8 @@ def has_bf16(gpu: GpuSpec) -> bool:
 
 
 def _upper_bound_gpu(gpu: GpuSpec) -> GpuSpec | None:
-    """The table entry whose figures bound an entry without published peaks (efficiency.PEAK_UPPER_BOUND)."""
-    ref = efficiency.PEAK_UPPER_BOUND.get(gpu.id)
+    """The table entry whose figures bound an entry without published peaks (gpu_efficiency.PEAK_UPPER_BOUND)."""
+    ref = gpu_efficiency.PEAK_UPPER_BOUND.get(gpu.id)
     if ref is None:
         return None
     from advisor.gpu_table import get_gpu
@@ -319,27 +252,17 @@ def _capped_lengths(checkpoint: CheckpointInfo, o: Overrides, warnings: list[str
     limit = checkpoint.arch.max_position_embeddings
     if not limit:
         return o
-    changes = {}
-    for field_name, flag in (("context_tokens", "--context"), ("prompt_tokens", "--prompt")):
-        v = getattr(o, field_name)
+
+    def capped(v: int | None, flag: str) -> int | None:
         if v is not None and v > limit:
-            changes[field_name] = limit
             warnings.append(f"{flag} {v:,} exceeds the model's maximum context of {limit:,} tokens: capped to it")
-    return replace(o, **changes) if changes else o
+            return limit
+        return v
 
-
-def acceptance_kind(engine: EngineMemory, asked: str | None) -> tuple[str, str]:
-    """How to read --acceptance: as asked, else as the engine prints it (vLLM and FastLLM print the
-    unconditional share per position; SGLang prints only a mean length, read like vLLM's)."""
-    if asked:
-        if asked not in speculative.ACCEPTANCE_KINDS:
-            raise UsageError(f"--acceptance-kind must be one of {', '.join(speculative.ACCEPTANCE_KINDS)} (got {asked!r})")
-        return asked, "--acceptance-kind"
-    printed = str(engine.acceptance.get("printed", "unconditional"))
-    src = engine.acceptance.get("source", "")
-    if printed in speculative.ACCEPTANCE_KINDS:
-        return printed, f"{engine.engine} prints it so: {src}"
-    return "unconditional", f"{engine.engine} prints no per-position rate ({src}); read as vLLM prints it"
+    context, prompt = capped(o.context_tokens, "--context"), capped(o.prompt_tokens, "--prompt")
+    if (context, prompt) == (o.context_tokens, o.prompt_tokens):
+        return o
+    return replace(o, context_tokens=context, prompt_tokens=prompt)
 
 
 def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *, gpus: int, engine: EngineMemory,
@@ -351,13 +274,13 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     assumptions: list[Assumption] = []
     overrides = _capped_lengths(checkpoint, overrides, warnings)
     wm = weights.build(checkpoint, explanation)
-    kv_d = _kv_decision(explanation)
+    kv_d = kv_decision(explanation)
     bf16 = has_bf16(gpu)
     attn_mma = kv_d.mma if kv_d is not None and kv_d.mma in efficiency.MMA_PEAK else (
         "hmma_bf16" if bf16 else "hmma_f16")
     mmas = tuple(m for p in wm.parts for m in p.mma_classes) + (attn_mma, "hmma_bf16", "hmma_f16")
     families = tuple(efficiency.family(r.mma, r.dequant) for p in wm.parts for r in (p.ranges or (p.at_m(1),)))
-    eff = efficiency.resolve(gpu, calibration, mmas, bound=_upper_bound_gpu(gpu), families=families)
+    eff = gpu_efficiency.resolve(gpu, calibration, mmas, bound=_upper_bound_gpu(gpu), families=families)
     assumptions.extend(eff.assumptions)
     if eff.upper_bound:
         warnings.append(eff.upper_bound + ": speeds are upper bounds")
@@ -453,55 +376,26 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     elif arch.linear_state is not None and not engine.recurrent:
         warnings.append(f"the {engine.engine} memory profile has no recurrent_state rules: the "
                         f"{arch.linear_state.layers} linear-attention layers' per-request state is left out")
-    allowed, rejected, default_kv = _allowed_kv(engine, explanation, kv_decisions)
+    allowed, rejected, default_kv = allowed_kv(engine, explanation, kv_decisions)
     fixed_kv = engine.kv_dtype(overrides.kv_cache_dtype) if overrides.kv_cache_dtype else None
     if fixed_kv is None:
-        allowed, default_kv = _one_16bit_kv(engine, allowed, default_kv, bf16,
-                                            auto_is_model_dtype=checkpoint.kv_cache_quant is None)
+        allowed, default_kv = one_16bit_kv(engine, allowed, default_kv, bf16,
+                                           auto_is_model_dtype=checkpoint.kv_cache_quant is None)
     if not bf16:
         if fixed_kv is not None and fixed_kv.kind == "bf16" and fixed_kv.name != "auto":
             warnings.append(f"{gpu.name} has no BF16: the model runs in FP16, so a 16-bit KV cache should be "
                             f"requested as FP16, not {overrides.kv_cache_dtype}")
     for dt in allowed:
         assumptions.append(Assumption(f"kv_bits.{dt.name}", dt.bits, "bits/value", dt.source or engine.kv_source))
-    # speculative method
-    method, note = None, ""
-    name = overrides.spec_method
-    if name is not None:
-        if name not in speculative.METHODS:
-            raise BadInput(f"unknown speculative method '{name}' (have: {', '.join(speculative.METHODS)})")
-        if engine.spec_methods and name not in engine.spec_methods:
-            raise BadInput(f"{engine.engine} does not offer speculative method '{name}' "
-                           f"(has: {', '.join(engine.spec_methods)}; {engine.spec_source})")
-        method = speculative.METHODS[name]
-    elif checkpoint.arch.mtp_layers > 0 and "mtp" in engine.spec_methods:
-        method, note = speculative.METHODS["mtp"], "the checkpoint ships an MTP head"
-    elif "ngram" in engine.spec_methods:
-        method, note = speculative.METHODS["ngram"], ("no draft head in the checkpoint: n-gram prompt lookup, "
-                                                      "shown only (its gain depends on the text; adopt it with "
-                                                      "--spec-method ngram and measured --acceptance)")
+    method, note = spec_choice.method_for(checkpoint.arch.mtp_layers, engine, overrides.spec_method)
     if overrides.kv_cache_dtype and engine.kv_dtype(overrides.kv_cache_dtype) is None:
         raise UsageError(f"--kv-cache-dtype {overrides.kv_cache_dtype!r} is not a {engine.engine} KV dtype the "
                          f"advisor knows (known: {', '.join(dt.name for dt in engine.kv_dtypes)})")
-    measured = tuple(overrides.acceptance or ())
-    if any(not 0.0 <= a <= 1.0 for a in measured):
-        raise BadInput("--acceptance values must lie in [0, 1]")
-    kind, kind_src = acceptance_kind(engine, overrides.acceptance_kind)
-    acceptance = speculative.to_conditional(measured, kind)
-    if method is not None:
-        assumptions.append(Assumption(f"acceptance.{method.name}",
-                                      ",".join(f"{a:.3g}" for a in (acceptance or method.acceptance(4))) + ("" if acceptance else ",..."),
-                                      "per position, given the earlier ones accepted",
-                                      (f"--acceptance {','.join(f'{a:g}' for a in measured)} read as {kind} "
-                                       f"({kind_src}), converted a_i = u_i / u_(i-1)" if kind == "unconditional"
-                                       else f"--acceptance, conditional ({kind_src})") if measured else method.source))
-    if method is not None and engine.draft_quant and method.name in (engine.draft_quant.get("methods") or ()):
-        q = engine.draft_quant
-        assumptions.append(Assumption("draft_head_quant", f"{q['env']}={q['value']}", "",
-                                      f"the draft reads a {q.get('head_bits', 16):g}-bit copy of the output head "
-                                      f"(set on the launch line): {q.get('source', '')}"))
+    acceptance, spec_assumptions = spec_choice.acceptance(engine, method, tuple(overrides.acceptance or ()),
+                                                          overrides.acceptance_kind)
+    assumptions.extend(spec_assumptions)
     deq = dict(eff.dequant_overhead)
-    auto = name is not None or method is None or method.name == "mtp"
+    auto = overrides.spec_method is not None or method is None or method.name == "mtp"
     return PlanContext(checkpoint, explanation, gpu, gpus, engine, model, vram, allowed, rejected, default_kv,
                        method, acceptance, overrides, deq, tuple(assumptions), tuple(warnings), note, auto)
 

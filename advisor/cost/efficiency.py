@@ -10,7 +10,7 @@ measurement it reproduces. A calibration file from ``microbench`` replaces them 
 
 Every lookup goes through one small function per concept (``bandwidth_eff``, ``compute_eff``,
 ``call_floor``, ``dequant_cost``), so measured tables can replace the constants without touching
-the cost model's structure.
+the cost model's structure. advisor.cost.gpu_efficiency resolves them for one GPU.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass, field
 
 from advisor.cost.derived import Assumption
-from advisor.gpu_spec import NOT_SUPPORTED, GpuSpec
 
 FIELD_NOTES_3 = "field-notes §3 (vLLM Marlin measured on RTX 3090)"
 
@@ -139,8 +138,9 @@ FAMILY_BANDWIDTH_EFF = {
     ("copy", "any"): (0.90, "estimate: the dequantize kernel and cuBLAS both stream linearly; calibrate"),
 }
 # FP32 lanes per SM (CUDA-core FMA rate = lanes x 2 FLOP x SMs x clock): NVIDIA architecture whitepapers.
-FP32_LANES_PER_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128, (9, 0): 128,
-                     (10, 0): 128, (10, 3): 128, (11, 0): 128, (12, 0): 128, (12, 1): 128}
+FP32_LANES_PER_SM: dict[tuple[int, ...], int] = {
+    (7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128, (10, 3): 128,
+    (11, 0): 128, (12, 0): 128, (12, 1): 128}
 FP32_LANES_SOURCE = ("NVIDIA architecture whitepapers: 64 FP32 lanes per SM on Volta/Turing/GA100, 128 on "
                      "GA10x, Ada, Hopper, Blackwell")
 CUDA_CORE_EFF = (0.8, "estimate: share of the FP32 FMA rate a GEMV's multiply-accumulate loop reaches; calibrate")
@@ -208,12 +208,12 @@ class Efficiencies:
     calibrated_mma: frozenset = frozenset()           # mma classes whose rate microbench measured on this GPU
 
 
-def _arch_key(sm: int) -> str:
+def arch_key(sm: int) -> str:
     return "sm75" if sm < 80 else "sm80+"
 
 
-def _lookup(table: dict, fam: str, sm: int):
-    return table.get((fam, _arch_key(sm)), table.get((fam, "any")))
+def lookup(table: dict, fam: str, sm: int):
+    return table.get((fam, arch_key(sm)), table.get((fam, "any")))
 
 
 def bandwidth_eff(eff: Efficiencies, cls: str, fam: str, m: float = 1) -> tuple[float, str]:
@@ -224,7 +224,7 @@ def bandwidth_eff(eff: Efficiencies, cls: str, fam: str, m: float = 1) -> tuple[
     base_src = "microbench (calibrated)" if cls in eff.calibrated else BANDWIDTH_EFF.get(cls, BANDWIDTH_EFF["bf16"])[1]
     if cls in eff.calibrated or fam == "native":
         return base, base_src
-    entry = _lookup(FAMILY_BANDWIDTH_EFF, fam, eff.sm)
+    entry = lookup(FAMILY_BANDWIDTH_EFF, fam, eff.sm)
     if entry is None:
         return base, base_src
     value, src = entry
@@ -260,166 +260,13 @@ class DequantCost:
     load_overlap_source: str
 
 
-def dequant_cost(fam: str, cls: str, sm: int) -> DequantCost | None:
-    """What converting the weights costs a kernel of family ``fam`` on ``sm`` (None: nothing to convert)."""
-    lo, lo_src = _lookup(LOAD_COMPUTE_OVERLAP, fam, sm) or (1.0, "")
+def dequant_cost(fam: str, cls: str, sm: int) -> DequantCost:
+    """What converting the weights costs a kernel of family ``fam`` on ``sm`` (no instructions where
+    nothing is converted)."""
+    lo, lo_src = lookup(LOAD_COMPUTE_OVERLAP, fam, sm) or (1.0, "")
     if cls not in WEIGHT_ONLY or fam in ("native", "cpu"):
         return DequantCost(0.0, "", 1, 1.0, "", lo, lo_src)
     ipe, ipe_src = DEQUANT_INSTR[cls]
-    ov = _lookup(DEQUANT_OVERLAP_BY, fam, sm) or DEQUANT_OVERLAP
+    ov = lookup(DEQUANT_OVERLAP_BY, fam, sm) or DEQUANT_OVERLAP
     tile = DEQUANT_M_TILE[0] if fam == "tiled" else 1 << 30   # a GEMV converts once per launch, a copy once
     return DequantCost(ipe, ipe_src, tile, ov[0], ov[1], lo, lo_src)
-
-
-def cuda_core_tflops(gpu: GpuSpec, clock_mhz: float | None) -> tuple[float | None, str]:
-    """Achievable FP32 FMA rate of the CUDA cores (what a GEMV multiplies on)."""
-    lanes = FP32_LANES_PER_SM.get(tuple(gpu.cc))
-    if not lanes or not gpu.sm_count or not clock_mhz:
-        return None, f"{gpu.id}: FP32 lanes, SM count or clock unknown"
-    peak = lanes * 2 * gpu.sm_count * clock_mhz * 1e6 / 1e12
-    return peak * CUDA_CORE_EFF[0], (f"{lanes} FP32 lanes x 2 x {gpu.sm_count} SMs x {clock_mhz:g} MHz = {peak:.3g} "
-                                     f"TFLOPS ({FP32_LANES_SOURCE}) x {CUDA_CORE_EFF[0]} ({CUDA_CORE_EFF[1]})")
-
-
-# Dense FP16 (FP16-accumulate) tensor FLOP per clock per SM: the same on every segment of a compute
-# capability (gpu-specs.md "Derivation rules"), so peak / (SMs x rate) is the clock NVIDIA's peak implies.
-FP16_FLOP_PER_CLK_SM = {(7, 5): 1024, (8, 0): 2048, (8, 6): 1024, (8, 9): 1024, (9, 0): 4096,
-                        (10, 0): 8192, (10, 3): 8192, (11, 0): 8192, (12, 0): 1024, (12, 1): 1024}
-IMPLIED_CLOCK_SOURCE = ("gpu-specs.md 'Implied tensor clocks from NVIDIA peaks' (e.g. DGX Spark ~2540 MHz, "
-                        "observed ~2460): fp16_fp16acc peak / (SMs x FP16 FLOP/clk/SM)")
-# GPUs whose table entry has no clock or tensor peaks, and the entry whose figures bound them from above.
-PEAK_UPPER_BOUND = {
-    "rtx-pro-6000-bw-server": ("rtx-pro-6000-bw-ws", "gpu-specs.md RTX PRO 6000 Server Edition: 'Server-specific "
-                               "clocks/tensor peaks not found: use the Workstation figures only as an upper bound'"),
-}
-
-
-def implied_clock_mhz(gpu: GpuSpec) -> float | None:
-    """The clock the table's dense FP16 peak implies, where the table has no clock."""
-    rate = FP16_FLOP_PER_CLK_SM.get(tuple(gpu.cc))
-    peak = _peak(gpu, "fp16_fp16acc")
-    if not rate or not peak or not gpu.sm_count:
-        return None
-    return peak * 1e12 / (gpu.sm_count * rate) / 1e6
-
-
-def _peak(gpu: GpuSpec, key: str) -> float | None:
-    v = gpu.peaks.get(key)
-    return None if v is None or v is NOT_SUPPORTED else float(v)
-
-
-def peak_for_mma(gpu: GpuSpec, mma: str) -> tuple[float | None, str]:
-    """The table peak (TFLOPS) for an MMA class and the key it came from."""
-    key = MMA_PEAK.get(mma)
-    if key is None:
-        return None, "none"
-    v = _peak(gpu, key)
-    if v is None and key == "bf16":          # Turing: no BF16, engines run FP16
-        key, v = "fp16_fp32acc", _peak(gpu, "fp16_fp32acc")
-    return v, key
-
-
-def _with_upper_bound(gpu: GpuSpec, bound: GpuSpec) -> GpuSpec:
-    """``gpu`` with its unknown peaks and clock taken from ``bound`` (figures that can only be lower)."""
-    from dataclasses import replace
-
-    peaks = {k: (bound.peaks.get(k) if v is None else v) for k, v in {**bound.peaks, **gpu.peaks}.items()}
-    return replace(gpu, peaks=peaks, boost_clock_mhz=gpu.boost_clock_mhz or bound.boost_clock_mhz,
-                   tensor_peak_clock_mhz=gpu.tensor_peak_clock_mhz or bound.tensor_peak_clock_mhz)
-
-
-def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = (),
-            bound: GpuSpec | None = None, families: tuple[str, ...] = ()) -> Efficiencies:
-    """Efficiencies for ``gpu``: defaults, replaced class by class by ``calibration``. ``bound``: the
-    table entry (PEAK_UPPER_BOUND) whose peaks and clock stand in, as an upper bound, for unknown ones."""
-    out: list[Assumption] = []
-    upper = ""
-    if bound is not None and gpu.id in PEAK_UPPER_BOUND:
-        upper = (f"{gpu.id} has no published clock or tensor peaks: the {bound.id} figures stand in as an upper "
-                 f"bound ({PEAK_UPPER_BOUND[gpu.id][1]})")
-        gpu = _with_upper_bound(gpu, bound)
-        out.append(Assumption("tensor_peaks_upper_bound", bound.id, "", upper))
-    cal = calibration if calibration is not None and calibration.gpu_id == gpu.id else None
-    cal_src = f"microbench {cal.measured_at}" if cal is not None else ""
-    if cal is not None and cal.bandwidth_gbs > 0:
-        dram = float(cal.bandwidth_gbs)
-        out.append(Assumption("dram_bandwidth", dram, "GB/s", cal_src, calibrated=True))
-    else:
-        dram = float(gpu.bandwidth_gbs or 0.0)
-        out.append(Assumption("dram_bandwidth", dram, "GB/s", f"GPU table {gpu.id}"))
-    bw: dict[str, float] = {}
-    measured: set[str] = set()
-    for cls, (v, src) in BANDWIDTH_EFF.items():
-        if cal is not None and cls in cal.kernel_bandwidth_eff:
-            bw[cls] = cal.kernel_bandwidth_eff[cls]
-            measured.add(cls)
-            out.append(Assumption(f"bandwidth_eff.{cls}", bw[cls], "fraction", cal_src, calibrated=True))
-        else:
-            bw[cls] = v
-            out.append(Assumption(f"bandwidth_eff.{cls}", v, "fraction", src))
-    if cal is not None and "moe_grouped" in cal.kernel_bandwidth_eff:
-        bw["moe_grouped"] = cal.kernel_bandwidth_eff["moe_grouped"]
-    else:
-        bw["moe_grouped"] = MOE_BANDWIDTH_EFF[0]
-    mma: dict[str, float] = {}
-    peaks: dict[str, float] = {}
-    cal_mma: set[str] = set()
-    for m in dict.fromkeys(mma_classes):
-        peak, key = peak_for_mma(gpu, m)
-        if peak is not None:
-            peaks[m] = peak
-        if cal is not None and m in cal.mma_tflops:
-            mma[m] = cal.mma_tflops[m]
-            cal_mma.add(m)
-            out.append(Assumption(f"mma_tflops.{m}", mma[m], "TFLOPS", cal_src, calibrated=True))
-            continue
-        if peak is None:
-            continue
-        ce, ce_src = compute_eff(m, gpu.sm)
-        mma[m] = peak * ce
-        out.append(Assumption(f"mma_tflops.{m}", mma[m], "TFLOPS",
-                              f"table peak {key}={peak}{' (upper bound)' if upper else ''} x {ce:.4g} "
-                              f"(compute efficiency: {ce_src}); used where no measured kernel of this shape "
-                              "applies"))
-    deq = dict(cal.dequant_overhead) if cal is not None else {}
-    for cls, v in deq.items():
-        out.append(Assumption(f"dequant_overhead.{cls}", v, "fraction", cal_src, calibrated=True))
-    sms, clock = gpu.sm_count or 0, gpu.boost_clock_mhz or gpu.tensor_peak_clock_mhz
-    clock_src = f"GPU table {gpu.id}" + (" (upper bound)" if upper else "")
-    if not clock:
-        clock = implied_clock_mhz(gpu)
-        if clock:
-            clock = round(clock)
-            clock_src = IMPLIED_CLOCK_SOURCE
-    if clock and sms:
-        issue = sms * SCHEDULERS_PER_SM[0] * clock * 1e6
-        out.append(Assumption("sm_clock", clock, "MHz", clock_src))
-        out.append(Assumption("issue_rate", issue, "warp instr/s",
-                              f"SMs {sms} x {SCHEDULERS_PER_SM[0]} schedulers x {clock} MHz ({SCHEDULERS_PER_SM[1]})"))
-    else:
-        issue = 0.0
-        out.append(Assumption("issue_rate", "N/A", "", f"{gpu.id}: the GPU table has no "
-                              f"{'clock' if sms else 'SM count'} and none can be implied from a peak: "
-                              "dequant issue time is unknown"))
-    if cal is None:
-        for cls, (v, src) in DEQUANT_INSTR.items():
-            out.append(Assumption(f"dequant_instr_per_element.{cls}", v, "thread instr", src))
-        out.append(Assumption("dequant_m_tile", DEQUANT_M_TILE[0], "rows", DEQUANT_M_TILE[1]))
-    out.append(Assumption("dequant_overlap", DEQUANT_OVERLAP[0], "fraction", DEQUANT_OVERLAP[1]))
-    if any(m.startswith(tuple(SWAP_AB[1])) for m in mma_classes):
-        out.append(Assumption("swap_ab_max_m", SWAP_AB[0], "rows", SWAP_AB[2]))
-    cores, cores_src = cuda_core_tflops(gpu, clock) if clock else (None, f"{gpu.id}: no clock")
-    if "none" in mma_classes:
-        out.append(Assumption("cuda_core_tflops", cores if cores is not None else "N/A", "TFLOPS", cores_src))
-    for fam in dict.fromkeys(families):
-        arch = _arch_key(gpu.sm)
-        for name, table in (("load_compute_overlap", LOAD_COMPUTE_OVERLAP), ("dequant_overlap", DEQUANT_OVERLAP_BY),
-                            ("bandwidth_eff", FAMILY_BANDWIDTH_EFF)):
-            entry = _lookup(table, fam, gpu.sm)
-            if entry is not None:
-                value = entry[0] if entry[0] is not None else "per-format figure (above)"
-                out.append(Assumption(f"{name}.{fam}.{arch}", value, "fraction" if entry[0] is not None else "",
-                                      entry[1]))
-    l2 = float(gpu.l2_mb or 0.0) * 2**20
-    return Efficiencies(dram, bw, mma, deq, issue, tuple(out), upper, gpu.sm, cores, frozenset(measured), l2,
-                        peaks, frozenset(cal_mma))

@@ -8,12 +8,16 @@ Loaded at the edge into frozen records; the cost functions receive them as argum
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from advisor import engines
 from advisor.cost.kv import KvDtype
-from advisor.errors import BadInput, UsageError
+from advisor.cost.memory_terms import BUDGET_OF, TERM_NAMES
+from advisor.engines.versions import MEMORY_PROFILES, file_versions, resolve
+from advisor.errors import BadInput
 from advisor.yamlio import load_yaml_file
 
 GIB = 1024 ** 3
@@ -98,37 +102,20 @@ def profiles_dir() -> Path:
     return PROFILES_DIR / "engine_memory"
 
 
-def _key(v: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in v.split("."))
-    except ValueError:
-        raise UsageError(f"engine version {v!r} is not dotted numbers (e.g. 0.33 or 0.33.1)") from None
-
-
 def available_versions(engine: str, folder: Path | None = None) -> list[str]:
-    folder = folder or profiles_dir()
-    out = [p.stem[len(engine) + 1:] for p in folder.glob(f"{engine}-*.yaml")]
-    return sorted((v for v in out if v and all(x.isdigit() for x in v.split("."))), key=_key)
+    return file_versions(_family(engine), folder or profiles_dir())
 
 
 def resolve_version(engine: str, requested: str | None, folder: Path | None = None) -> tuple[str, str]:
-    """The profile version for ``requested`` (None: the newest) and a note when it is another's."""
+    """The profile version for ``requested`` (None: the newest) and a note when it is another's
+    (0.33.0 is served by 0.33 without one: advisor.engines.versions.MEMORY_PROFILES)."""
     folder = folder or profiles_dir()
-    versions = available_versions(engine, folder)
-    if not versions:
-        raise BadInput(f"no memory profile for engine '{engine}'", path=str(folder))
-    if not requested or requested in versions:
-        return requested or versions[-1], ""
-    want = _key(requested)
-    # 0.33.0 is served by 0.33: compare on the profile's own length
-    same = [v for v in versions if _key(v) == want[:len(_key(v))]]
-    if same:
-        return same[-1], ""
-    older = [v for v in versions if _key(v) <= want]
-    if not older:
-        raise UsageError(f"no memory profile for {engine} {requested}: the oldest is {versions[0]} "
-                         f"(available: {', '.join(versions)})")
-    return older[-1], f"no memory profile for {engine} {requested}; using {older[-1]} (nearest older)"
+    return resolve(MEMORY_PROFILES, engine, requested, available_versions(engine, folder), folder)
+
+
+def _family(engine: str) -> str:
+    spec = engines.find(engine)
+    return spec.memory_family if spec and spec.memory_family else engine
 
 
 def _need(d: dict, key: str, path: Path, where: str) -> Any:
@@ -247,8 +234,6 @@ def _recurrent(name: str, r: Any, path: Path) -> dict[str, Any]:
 def _memory(name: str, m: Any, path: Path) -> dict[str, Any]:
     """The memory model: how the share becomes a budget, and the terms taken from it (validated here so
     a profile typo is one line naming the file, not a KeyError mid-plan)."""
-    from advisor.cost.memory import BUDGET_OF, TERMS
-
     where = f"{name}.memory"
     if not isinstance(m, dict):
         raise BadInput(f"{where} must be a mapping with 'budget' and 'terms'", path=str(path))
@@ -260,8 +245,8 @@ def _memory(name: str, m: Any, path: Path) -> dict[str, Any]:
     if not isinstance(terms, dict):
         raise BadInput(f"{where}.terms must be a mapping of term -> parameters", path=str(path))
     for term, params in terms.items():
-        if term not in TERMS:
-            raise BadInput(f"{where}.terms: unknown term {term!r} (known: {', '.join(TERMS)})", path=str(path))
+        if term not in TERM_NAMES:
+            raise BadInput(f"{where}.terms: unknown term {term!r} (known: {', '.join(TERM_NAMES)})", path=str(path))
         if not isinstance(params, dict) or not params.get("source"):
             raise BadInput(f"{where}.terms.{term} needs a 'source' (engine path:line@version or 'estimate: ...')",
                            path=str(path))
@@ -271,12 +256,39 @@ def _memory(name: str, m: Any, path: Path) -> dict[str, Any]:
 @functools.lru_cache(maxsize=16)
 def _load_file(path_str: str, name: str) -> EngineMemory:
     path = Path(path_str)
-    data = load_yaml_file(path, "engine memory profile")
-    if not isinstance(data, dict):
-        raise BadInput("an engine memory profile is a mapping (engine, version, memory_share, ...)", path=path_str)
+    data = _extended(path, ())
     if data.get("engine") != name:
         raise BadInput(f"engine must be '{name}' (the file name says so), got {data.get('engine')!r}", path=path_str)
     return _engine(name, data, path)
+
+
+# `extends: vllm-0.33` names a profile in the same folder: this file's keys replace the base's, mappings
+# merged key by key at every depth (lists and values replace), so a new version writes only what changed.
+_EXTENDS_NAME = re.compile(r"^[a-z0-9_]+-\d+(\.\d+)*$")
+
+
+def _extended(path: Path, seen: tuple[Path, ...]) -> dict:
+    data = load_yaml_file(path, "engine memory profile")
+    if not isinstance(data, dict):
+        raise BadInput("an engine memory profile is a mapping (engine, version, memory_share, ...)", path=str(path))
+    base = data.get("extends")
+    if base is None:
+        return data
+    if not isinstance(base, str) or not _EXTENDS_NAME.match(base):
+        raise BadInput(f"extends must name a profile as <engine>-<version> (got {base!r})", path=str(path))
+    nxt = path.with_name(f"{base}.yaml")
+    if nxt == path or nxt in seen:
+        raise BadInput(f"extends {base!r} comes back to a profile already in the chain", path=str(path))
+    if not nxt.is_file():
+        raise BadInput(f"extends {base!r}: no such profile next to this one", path=str(path))
+    return _merged(_extended(nxt, seen + (path,)), {k: v for k, v in data.items() if k != "extends"})
+
+
+def _merged(base: dict, patch: dict) -> dict:
+    out = dict(base)
+    for key, value in patch.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def load_engine_memory(engine: str, version: str | None = None, *, folder: str | Path | None = None
@@ -284,5 +296,5 @@ def load_engine_memory(engine: str, version: str | None = None, *, folder: str |
     """The memory profile of ``engine`` at ``version`` (None: the newest; unknown: the nearest older)."""
     folder = Path(folder) if folder else profiles_dir()
     chosen, note = resolve_version(engine, version, folder)
-    eng = _load_file(str(folder / f"{engine}-{chosen}.yaml"), engine)
+    eng = _load_file(str(folder / f"{_family(engine)}-{chosen}.yaml"), engine)
     return replace(eng, profile_version=chosen, version_note=note)

@@ -12,7 +12,8 @@ TP_SIZES = (1, 2, 4, 8, 16)
 # vLLM refuses a TP size that does not divide the attention heads (ModelConfig.verify_with_parallel_config:
 # "Total number of attention heads (32) must be divisible by tensor parallel size (3).") and
 # QKVParallelLinear shards KV heads (kv % tp == 0) or replicates them (tp % kv == 0).
-TP_SOURCE = "vllm/config/model.py ModelConfig.verify_with_parallel_config; vllm/model_executor/layers/linear.py QKVParallelLinear"
+TP_SOURCE = ("vllm/config/model.py ModelConfig.verify_with_parallel_config; "
+             "vllm/model_executor/layers/linear.py QKVParallelLinear")
 
 
 def tp_problem(tp: int, arch: ArchInfo) -> str | None:
@@ -34,7 +35,7 @@ def check_tp(tp: int | None, gpus: int, arch: ArchInfo | None) -> None:
     if tp < 1:
         raise UsageError(f"--tp must be at least 1 (got {tp})")
     why = tp_problem(tp, arch) if arch is not None else None
-    if why:
+    if why and arch is not None:
         ok = [n for n in TP_SIZES if n <= max(gpus, 1) and tp_problem(n, arch) is None]
         raise UsageError(f"--tp {tp}: {why} (usable here: {', '.join(map(str, ok)) or '1'})")
     if tp > gpus:

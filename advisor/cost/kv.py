@@ -46,9 +46,11 @@ class KvLayout:
     window_values_per_layer_token: float | None = None
     window_heads_per_gpu: float | None = None
 
-    def _split(self) -> bool:
-        return self.swa_ratio is not None and bool(self.full_layers) and bool(self.window_layers) \
-            and self.window is not None
+    def _split(self) -> tuple[float, int] | None:
+        """(swa_ratio, window) where the pool is split into a full-layer and a window-layer part."""
+        if self.swa_ratio is None or not self.full_layers or not self.window_layers or self.window is None:
+            return None
+        return self.swa_ratio, self.window
 
     def bytes_per_token_layer(self, dt: KvDtype, window: bool = False) -> float:
         vals, heads = self.values_per_layer_token, self.heads_per_gpu
@@ -66,9 +68,10 @@ class KvLayout:
         """Per GPU, one more token of context in every KV layer (window layers while below the window)."""
         if not self.full_layers:
             return self.window_layers * self.bytes_per_token_layer(dt, window=True)
-        layers = self.full_layers
-        if self._split():        # each full-layer token brings swa_ratio window-layer tokens
-            layers = self.full_layers + self.swa_ratio * self.window_layers * self._window_factor(dt)
+        layers: float = self.full_layers
+        split = self._split()
+        if split is not None:    # each full-layer token brings swa_ratio window-layer tokens
+            layers = self.full_layers + split[0] * self.window_layers * self._window_factor(dt)
         return layers * self.bytes_per_token_layer(dt)
 
     def request_bytes(self, dt: KvDtype, context: float) -> float:
@@ -85,10 +88,11 @@ class KvLayout:
         per_w = self.bytes_per_token_layer(dt, window=True)
         share = pool_bytes / batch
         layers = self.full_layers + self.window_layers * (per_w / per if per > 0 else 1.0)
-        if self._split() and per > 0:
-            full, swa = self._split_tokens(dt, pool_bytes)
+        split = self._split()
+        if split is not None and per > 0:
+            full, swa = self._split_tokens(dt, pool_bytes, split[0])
             # past the window each request keeps only the window in the SWA part
-            c = full / batch if batch * self.window <= swa else swa / batch
+            c = full / batch if batch * split[1] <= swa else swa / batch
             if self.context_limit is not None:
                 c = min(c, float(self.context_limit))
             return max(0.0, c)
@@ -103,15 +107,16 @@ class KvLayout:
             c = min(c, float(self.context_limit))
         return max(0.0, c)
 
-    def _split_tokens(self, dt: KvDtype, pool_bytes: float) -> tuple[float, float]:
+    def _split_tokens(self, dt: KvDtype, pool_bytes: float, swa_ratio: float) -> tuple[float, float]:
         """Split pool: (full-layer tokens, window-layer tokens) it holds."""
         full = max(pool_bytes, 0.0) / self.bytes_per_token(dt)
-        return full, full * self.swa_ratio
+        return full, full * swa_ratio
 
     def max_concurrency(self, dt: KvDtype, pool_bytes: float, context: float) -> int:
-        if self._split() and self.bytes_per_token_layer(dt) > 0 and context > 0:
-            full, swa = self._split_tokens(dt, pool_bytes)
-            return int(min(full // context, swa // min(context, self.window)))
+        split = self._split()
+        if split is not None and self.bytes_per_token_layer(dt) > 0 and context > 0:
+            full, swa = self._split_tokens(dt, pool_bytes, split[0])
+            return int(min(full // context, swa // min(context, split[1])))
         need = self.request_bytes(dt, context)
         return int(pool_bytes // need) if need > 0 else 0
 
@@ -160,7 +165,8 @@ def layout(arch: ArchInfo, tp: int = 1, draft_layers: int = 0, swa_ratio: float 
     else:
         # arch_info resolves an absent KV-heads key to the attention heads: 0 here means invalid/unknown
         kvh = arch.num_kv_heads
-        head_dim = arch.head_dim or (arch.hidden_size // arch.num_attention_heads if arch.num_attention_heads > 0 else 0)
+        heads_q = arch.num_attention_heads
+        head_dim = arch.head_dim or (arch.hidden_size // heads_q if heads_q > 0 else 0)
         if kvh <= 0 or head_dim <= 0:
             heads, vals = 0.0, 0.0               # unknown: KV figures become N/A, never a made-up pool
             notes.append("KV heads or head size unknown (see inspect's findings): KV figures are N/A")

@@ -13,6 +13,11 @@ same compute capability (nearest bandwidth), else of the same architecture (near
 none ("no measured system of this architecture", e.g. Turing). A ``microbench`` calibration of the
 user's own card overrides the streaming rate of the kernel classes it measured (decode M <= 16).
 Every answer says which table, which engine kernel, and which scaling it used.
+
+One module over ~400 lines on purpose: every operator (GEMM, MoE, attention, all-reduce) is carried to
+the card by the same formula from the same Evidence and table choice, so they are read and changed
+together; loading and validating the tables lives in advisor.cost.measured_tables, the per-module-group
+charges in advisor.cost.measured_kernels.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from advisor import engines
+from advisor.calibration import Calibration
 from advisor.cost import measured_tables as mt
 from advisor.cost.derived import Derived
 from advisor.gpu_spec import NOT_SUPPORTED, GpuSpec
@@ -82,19 +89,26 @@ class Evidence:
     system: mt.SystemRef | None
     relation: str                      # same card | same compute capability | same architecture | none
     why: str
-    calibration: object | None = None  # advisor.calibration.Calibration of this very card
+    calibration: Calibration | None = None  # a microbench calibration of this very card
 
     @property
     def same_card(self) -> bool:
         return self.relation == "same card"
 
+    @property
+    def measured_system(self) -> mt.SystemRef:
+        """The system, where the caller knows there is one (a GPU without evidence has no figures to carry)."""
+        if self.system is None:
+            raise ValueError(f"{self.gpu.id}: no measured system ({self.why})")
+        return self.system
+
     def bandwidth_gbs(self) -> float | None:
-        return self.system.bandwidth_gbs if self.same_card else self.gpu.bandwidth_gbs
+        return self.measured_system.bandwidth_gbs if self.same_card else self.gpu.bandwidth_gbs
 
     def peak_tflops(self, key: str):
         """The card's dense peak for a systems.json key: a float, None (unknown) or NOT_SUPPORTED."""
         if self.same_card:
-            return self.system.peaks.get(key)
+            return self.measured_system.peaks.get(key)
         v = self.gpu.peaks.get(mt.GPU_PEAK[key])
         if key == "bf16" and v is None:
             v = self.gpu.peaks.get("fp16_fp32acc")
@@ -107,7 +121,8 @@ class Evidence:
         clock = self.gpu.boost_clock_mhz or self.gpu.tensor_peak_clock_mhz
         if not clock:
             return 1.0, f"fixed costs unscaled ({self.gpu.id} has no clock in the GPU table)"
-        return self.system.clock_mhz / clock, f"fixed costs x {self.system.clock_mhz:g}/{clock:g} MHz"
+        system_clock = self.measured_system.clock_mhz
+        return system_clock / clock, f"fixed costs x {system_clock:g}/{clock:g} MHz"
 
     def scaling(self) -> str:
         if self.system is None:
@@ -120,10 +135,10 @@ class Evidence:
                 f"(system {self.system.bandwidth_gbs:g}) and GPU-table peaks; {clock}")
 
 
-def evidence_for(gpu: GpuSpec, calibration=None, folder: Path | None = None) -> Evidence:
+def evidence_for(gpu: GpuSpec, calibration: Calibration | None = None, folder: Path | None = None) -> Evidence:
     """The nearest measured system for ``gpu``: same card, else same compute capability (nearest
     bandwidth), else same architecture (nearest sm_XY, then bandwidth), else none."""
-    cal = calibration if calibration is not None and getattr(calibration, "gpu_id", None) == gpu.id else None
+    cal = calibration if calibration is not None and calibration.gpu_id == gpu.id else None
     systems = list(mt.systems(folder).values())
     for s in systems:
         if s.gpu == gpu.id:
@@ -210,7 +225,7 @@ def _join(*parts: str) -> str:
 
 # ---------------------------------------------------------------- GEMM
 def gemm_time(gpu: GpuSpec, kernel_class: str, m: float, n: int, k: int, *, dtype: str | None = None,
-              engine: str | None = None, calibration=None, evidence: Evidence | None = None,
+              engine: str | None = None, calibration: Calibration | None = None, evidence: Evidence | None = None,
               folder: Path | None = None) -> Measured:
     """One Linear call of M tokens against an N x K weight in ``kernel_class`` (the advisor's kernel
     classes; ``dtype`` picks a measured format, e.g. "fp8_block"), as ``engine`` runs it."""
@@ -252,7 +267,7 @@ def _carried_work(table, ev: Evidence, m: float, n: int, k: int, nbytes: float, 
     large-shape rate (e_big) is latency (tile waves, pipeline fill, small grids) that does not shrink or
     grow with bandwidth: it is carried as time (x the clock ratio), and only the large-shape rate scales
     with the card's own roofline. On the measured system this is exactly roof / e."""
-    s = ev.system
+    s = ev.measured_system
     e_big = table.asymptote(m)
     if not e_big or e_big <= 0:
         return roof / e
@@ -385,8 +400,6 @@ def _attention(gpu, phase, kv, attn_dtype, work, peak_key, engine, evidence, fol
 
 
 # ---------------------------------------------------------------- all-reduce
-# Engines whose tensor-parallel all-reduce is a library's, not a custom kernel of their own.
-ALLREDUCE_IMPL = {"fastllm": ("nccl", "src/devices/multicuda/fastllm-multicuda.cu:3098@d3aea32f (ncclAllReduce)")}
 
 
 def allreduce_time(gpu: GpuSpec, tp: int, nbytes: float, *, link_kind: str, link_gbs: float | None = None,
@@ -397,7 +410,9 @@ def allreduce_time(gpu: GpuSpec, tp: int, nbytes: float, *, link_kind: str, link
     if tp <= 1:
         return Measured(0.0, 0.0, source="no tensor parallelism")
     ev = evidence or evidence_for(gpu, None, folder)
-    asked, engine = engine, ALLREDUCE_IMPL.get(engine or "", (engine, ""))[0]
+    # an engine whose all-reduce is a library's (EngineSpec.allreduce) is measured as that library
+    lib = spec if (spec := engines.find(engine or "")) and spec.allreduce else None
+    asked, engine = engine, lib.allreduce if lib else engine
     systems = mt.systems(folder)
     curves = [c for c in mt.comm_curves(folder) if c.tp == tp and systems[c.system].link_kind == link_kind]
     if not curves:
@@ -419,8 +434,8 @@ def allreduce_time(gpu: GpuSpec, tp: int, nbytes: float, *, link_kind: str, link
         scaling += f"; bandwidth part x {s.link_gbs:g}/{link_gbs:g} GB/s for {gpu.id}, latency kept"
     seconds = alpha + max(t_sys - alpha, 0.0) * scale
     notes = []
-    if asked in ALLREDUCE_IMPL:
-        notes.append(f"{asked} all-reduces with {engine.upper()} ({ALLREDUCE_IMPL[asked][1]})")
+    if lib and engine:
+        notes.append(f"{asked} all-reduces with {engine.upper()} ({lib.allreduce_source})")
     if engine and curve.engine != engine:
         notes.append(f"no {engine} all-reduce measured: {curve.label.split(' on ')[0]} stands in")
     if curve.mode != mode:

@@ -160,7 +160,8 @@ class CommCurve:
     @property
     def label(self) -> str:
         what = "nccl-tests" if self.engine == "nccl" else f"{self.engine} {self.version} custom all-reduce"
-        return f"{what} {'NCCL ' + self.version + ' ' if self.engine == 'nccl' else ''}({self.mode}) TP{self.tp} on {self.system}"
+        nccl = f"NCCL {self.version} " if self.engine == "nccl" else ""
+        return f"{what} {nccl}({self.mode}) TP{self.tp} on {self.system}"
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,6 @@ def comm_curves(folder: Path | None = None) -> tuple[CommCurve, ...]:
 
 @functools.lru_cache(maxsize=8)
 def attention_tables(phase: str, folder: Path | None = None) -> tuple[AttnTable, ...]:
-    return tuple(AttnTable(r["system"], r["engine"], r["version"], r["kernel"], r["attn_dtype"], r["kv_dtype"], r["src"],
-                           r["floor_us"], r["work"], tuple(r["log2_work"]), tuple(r["e"]))
+    return tuple(AttnTable(r["system"], r["engine"], r["version"], r["kernel"], r["attn_dtype"], r["kv_dtype"],
+                           r["src"], r["floor_us"], r["work"], tuple(r["log2_work"]), tuple(r["e"]))
                  for r in _rows(f"attention_{phase}", "attention", folder))

@@ -37,7 +37,6 @@ from advisor.cost.engine_profile import GIB, MIB, EngineMemory
 from advisor.cost.weights import WeightModel
 
 ACT_BYTES = 2   # BF16/FP16 activations
-BUDGET_OF = ("total", "free_before_load")
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class MemoryInputs:
     tokens: int                 # the largest forward: vLLM max_num_batched_tokens, FastLLM chunked prefill
     max_batch: int
     graphs: bool
-    cc: tuple[int, int] = (0, 0)
+    cc: tuple[int, ...] = (0, 0)
     spec: SpecMemory | None = None
     kv_layers: int = 0          # attention layers whose KV pages the pool holds (draft layers included)
 
@@ -111,7 +110,9 @@ def _resident(eng_term: dict, x: MemoryInputs) -> tuple[float, dict[str, Any], l
     # parts the engine keeps in host memory with some draft methods (FastLLM + DFlash: the embedding)
     on_host = {kind: rule for kind, rule in (eng_term.get("on_host") or {}).items()
                if drafting in (rule.get("with_methods") or ())}
-    total, stored, changed, sources = 0.0, 0.0, {}, []
+    total, stored = 0.0, 0.0
+    changed: dict[str, float] = {}
+    sources: list[str] = []
     host = 0.0
     for p in x.weights.parts:
         if skip_mtp and p.kind == "mtp":
@@ -181,7 +182,7 @@ def _moe_workspace(t: dict, x: MemoryInputs, remaining: float) -> Derived | None
                    {"M": m, "top_k": k, "I": moe.expert_intermediate_size, "H": h, "N": x.tp}, t["source"])
 
 
-def _activation(t: dict, x: MemoryInputs, remaining: float, tokens: int | None = None) -> Derived | None:
+def _activation(t: dict, x: MemoryInputs, remaining: float, tokens: int | None = None) -> Derived:
     value, inputs = layer_live_bytes(x.arch, tokens or x.tokens, x.tp, int(t.get("residual_streams", 2)))
     return Derived(value, "B", "T x (streams x H + max(qkv/N, 3 x I/N)) x 2 B", inputs, t["source"])
 

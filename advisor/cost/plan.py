@@ -10,21 +10,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from advisor.checkpoint.model import CheckpointInfo
-from advisor import engine_flags
+from advisor import engines
+from advisor.engines import flags as engine_flags
 from advisor.cost import context as ctxmod
 from advisor.cost import feasibility
 from advisor.cost.derived import Assumption, Derived
 from advisor.cost.engine_profile import EngineMemory, load_engine_memory
 from advisor.cost.overrides import Overrides
 from advisor.cost import spec_concurrency, speculative
-from advisor.cost.roofline import module_groups_derived
+from advisor.cost.step_costs import module_groups_derived
 from advisor.cost.serving import Serving, serve
 from advisor.cost.spec_concurrency import SpecCurve
 from advisor.cost.workload import Workload
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
 from advisor.errors import AdvisorError
-from advisor.tuner import Option, Tuning, decode_context, effective_workload, max_model_len, tune
+from advisor.cost.tuning import Option, Tuning, decode_context, effective_workload, max_model_len, tune
 
 AGG_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -168,16 +169,17 @@ def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: in
            version: str | None = None, context: int | None = None, env: dict[str, str] | None = None,
            prefix_caching: bool | None = None, chat_template: str | None = None) -> dict[str, str]:
     """Every setting the plan recommends, in the engine's spelling (speculative and eager flags from
-    advisor.engine_flags, the same builder `launch --plan` uses); environment settings first."""
-    tp_flag = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size", "fastllm": "--tp"}.get(eng.engine, "--tp")
+    advisor.engines.flags, the same builder `launch --plan` uses); environment settings first."""
+    spec = engines.find(eng.engine)
+    tp_flag = spec.tp_flag if spec else "--tp"
     flags = {eng.kv_flag: rec_kv, eng.share_flag: f"{share:g}", eng.max_batch_flag: str(batch),
              eng.chunked_flag: str(chunked), tp_flag: str(tp)}
-    if eng.engine == "fastllm" and tp == 1:
-        del flags[tp_flag]          # the FastLLM launcher passes --tp only above 1: keep plan and launch equal
+    if spec and tp < spec.tp_flag_from:
+        del flags[tp_flag]          # its launcher passes TP only from tp_flag_from (FastLLM: 2): plan = launch
     if spec_method and draft_tokens:
         flags.update(engine_flags.as_flag_dict(engine_flags.speculative_args(eng.engine, spec_method, draft_tokens)))
     flags.update(engine_flags.as_flag_dict(engine_flags.context_args(eng.engine, context)))
-    if eng.engine == "fastllm":     # its default depends on the model: say what the plan assumed
+    if spec and spec.plan_states_prefix_cache:     # its default depends on the model: say what the plan assumed
         flags.update(engine_flags.as_flag_dict(engine_flags.prefix_cache_args(eng.engine, prefix_caching)))
     flags.update(engine_flags.as_flag_dict(engine_flags.chat_template_args(eng.engine, chat_template)))
     if not graphs:
@@ -254,7 +256,8 @@ _SPEED = ("decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "prefill_se
 
 def _availability(ctx, s, preds: Predictions, single, pf, derivations: dict) -> tuple[Predictions, str]:
     """Predictions with N/A (None and a reason) where the engine refuses the path, the configuration does
-    not fit, runs layers on the CPU, or needs a rate the GPU table lacks; and why no launch line is recommended ('' = one is)."""
+    not fit, runs layers on the CPU, or needs a rate the GPU table lacks; and why no launch line is
+    recommended ('' = one is)."""
     na: dict[str, str] = {}
     blocked = ""
     cpu = ctx.cpu_layers_at_tp.get(s.tp) or feasibility.cpu_layers(ctx.explanation)
@@ -362,7 +365,7 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     cross_limit = max(1, max_conc)
     crossover = ctx.model.crossover_batch(c, s.kv, tp=s.tp, limit=cross_limit)
     spec_b = max(1, min(workload.concurrency, s.max_batch))
-    pts = ctx.spec_points(s, spec_b, c) if ctx.spec_method is not None else []
+    pts = spec_concurrency.spec_points(ctx, s, spec_b, c) if ctx.spec_method is not None else []
     # speculation under concurrency: each batch the pool holds, plainly and at the k that pays there
     # (for workloads that weigh drafts, or a method or draft count the user asked for)
     fixed_k = ctx.overrides.draft_tokens
@@ -466,13 +469,9 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
         warnings.append("fixed per-step costs (kernel launches, host, all-reduce) exceed the GPU time of a "
                         "batch-1 step: weight-format differences shrink at batch 1 on this setup")
     if "nvfp4" in s.kv.kind or s.kv.kind in ("fp4_mx", "int4"):
-        if eng.engine == "fastllm":
-            # field-notes §2: measured on FastLLM, its FP4 KV is slower than FP8 KV under concurrency
-            warnings.append("4-bit KV cache is unpacked on every attention read: on FastLLM it was measured "
-                            "slower than FP8 KV under concurrency; it buys pool size, not speed")
-        else:
-            warnings.append("4-bit KV cache is unpacked to 16 bits on every attention read (counted in the "
-                            "prediction as issue work); it is lossy: check accuracy against an 8-bit KV cache")
+        measured = es.four_bit_kv_warning if (es := engines.find(eng.engine)) else ""
+        warnings.append(measured or "4-bit KV cache is unpacked to 16 bits on every attention read (counted in "
+                        "the prediction as issue work); it is lossy: check accuracy against an 8-bit KV cache")
     preds, blocked = _availability(ctx, s, replace(preds, crossover_limit=cross_limit), single, pf, derivations)
     spec_name = ctx.spec_method.name if ctx.spec_method and s.draft_tokens else None
     mml = None if blocked else max_model_len(ctx, s, workload)[0]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from advisor.cost.plan import Plan
+from advisor.cost.plan import Plan, Predictions, Recommendation, StatePrediction
+from advisor.cost.spec_concurrency import SpecCurve
 from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
 
 
@@ -10,7 +11,7 @@ def _n(v: float | None, fmt: str = "{:,.1f}") -> str:
     return na(v, fmt=fmt)
 
 
-def _val(v) -> str:
+def _val(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
@@ -76,7 +77,7 @@ _METRIC_LABELS = {
 }
 
 
-def _metric(k: str, v) -> str:
+def _metric(k: str, v: object) -> str:
     if isinstance(v, bool):
         v = "yes" if v else "no"
     elif isinstance(v, int):
@@ -84,11 +85,11 @@ def _metric(k: str, v) -> str:
     return f"{_METRIC_LABELS.get(k, k)} {_val(v)}"
 
 
-def _bound(p) -> str:
+def _bound(p: Predictions) -> str:
     if p.bound is None:
         return _na(p, "bound")
     if p.crossover_batch is None:
-        limit = getattr(p, "crossover_limit", None)
+        limit = p.crossover_limit
         if limit is None:
             return f"{p.bound} at every batch up to 65536"
         return f"{p.bound} at every batch the KV pool holds (up to {limit:,} requests at the workload's context)"
@@ -98,9 +99,9 @@ def _bound(p) -> str:
     return f"{p.bound} at batch 1; compute time first reaches memory time at batch {p.crossover_batch}"
 
 
-def _na(p, figure: str) -> str:
+def _na(p: Predictions, figure: str) -> str:
     """Explicit N/A with its reason (like nvitop's N/A): never a number the model cannot stand behind."""
-    na = getattr(p, "na", None) or {}
+    na = p.na
     why = na.get(figure)
     if not why:
         return "N/A"
@@ -108,13 +109,13 @@ def _na(p, figure: str) -> str:
     return f"N/A — {why}" if first == figure else "N/A (as above)"
 
 
-def _speed(p, figure: str, text: str) -> str:
+def _speed(p: Predictions, figure: str, text: str) -> str:
     if getattr(p, figure) is None:
         return _na(p, figure)
-    return ("at most " + text) if getattr(p, "upper_bound", "") else text
+    return ("at most " + text) if p.upper_bound else text
 
 
-def _flag_line(r) -> str:
+def _flag_line(r: Recommendation) -> str:
     """flag value pairs; NAME=VALUE for environment settings (FastLLM's FASTLLM_CUDA_GRAPH=0)."""
     parts = []
     for k, v in r.flags.items():
@@ -127,7 +128,7 @@ def _flag_line(r) -> str:
 _KIND = {"gdn": "GDN", "kda": "KDA", "mamba2": "Mamba2", "mamba1": "Mamba"}
 
 
-def _after_state(st, batch: int) -> str:
+def _after_state(st: StatePrediction | None, batch: int) -> str:
     if st is None:
         return ""
     if st.pool == "split":
@@ -135,7 +136,7 @@ def _after_state(st, batch: int) -> str:
     return f", after the recurrent state of {batch:,} request(s)"
 
 
-def _state_rows(st) -> tuple[tuple[str, str], ...]:
+def _state_rows(st: StatePrediction | None) -> tuple[tuple[str, str], ...]:
     """The GDN/Mamba per-request state: what it costs in memory and in decode traffic."""
     if st is None:
         return ()
@@ -150,7 +151,7 @@ def _state_rows(st) -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
-def _spec_curve_table(curve, max_batch: int) -> Table:
+def _spec_curve_table(curve: SpecCurve, max_batch: int) -> Table:
     """Speculation under concurrency: per batch, plain decoding against the draft count that pays there
     (advisor.cost.spec_concurrency); the recommended max batch highlighted."""
     rows, styles = [], []
@@ -166,11 +167,11 @@ def _spec_curve_table(curve, max_batch: int) -> Table:
                  tuple(rows), title=f"Speculation under concurrency: {curve.method} ({stop})", row_styles=tuple(styles))
 
 
-def _ttft_rows(p) -> tuple[tuple[str, str], ...]:
+def _ttft_rows(p: Predictions) -> tuple[tuple[str, str], ...]:
     """Time to first token alone and under the workload's load, and what the server then delivers."""
-    sv = getattr(p, "serving", None)
+    sv = p.serving
     if sv is None:
-        return (("time to first token", _na(p, "serving")),) if "serving" in (getattr(p, "na", None) or {}) else ()
+        return (("time to first token", _na(p, "serving")),) if "serving" in p.na else ()
     rows = [("TTFT, alone", _speed(p, "serving", f"{duration_text(sv.ttft_isolated_s)} (request overhead + prefill)"))]
     if sv.concurrency > 1:
         rows.append((f"TTFT, {sv.concurrency} streams", _speed(
@@ -210,15 +211,13 @@ def to_doc(plan: Plan) -> Doc:
                                                    f"{_prefill_tokens(plan):,} tokens")),
             *_ttft_rows(p),
             ("speeds from", _evidence(plan)),
-            ("KV pool", _na(p, "kv_pool_tokens") if "kv_pool_tokens" in (getattr(p, "na", None) or {}) else
+            ("KV pool", _na(p, "kv_pool_tokens") if "kv_pool_tokens" in p.na else
              f"{p.kv_pool_tokens.get(r.kv_cache_dtype, 0):,} tokens ({r.kv_cache_dtype})"
              + _after_state(p.recurrent_state, r.max_batch)),
             ("max context / request", _na(p, "max_context_per_request") if "max_context_per_request" in
-             (getattr(p, "na", None) or {}) else f"{p.max_context_per_request:,} tokens at batch "
-                                                 f"{max(1, min(w.concurrency, r.max_batch))}"),
+             p.na else f"{p.max_context_per_request:,} tokens at batch {max(1, min(w.concurrency, r.max_batch))}"),
             ("max concurrency", _na(p, "max_concurrency_at_context") if "max_concurrency_at_context" in
-             (getattr(p, "na", None) or {}) else f"{p.max_concurrency_at_context:,} requests of "
-                                                 f"{w.context_tokens:,} tokens"),
+             p.na else f"{p.max_concurrency_at_context:,} requests of {w.context_tokens:,} tokens"),
             *_state_rows(p.recurrent_state),
             ("weights per GPU", size_text(p.weights_gib_per_gpu * 2**30)),
         ), title="Predictions"),
@@ -226,7 +225,7 @@ def to_doc(plan: Plan) -> Doc:
         Table(("batch", "aggregate tok/s", "per stream tok/s"),
               tuple((str(b), _n(v), _n(v / b)) for b, v in p.decode_aggregate_tok_s.items())
               or (("-", _na(p, "decode_aggregate_tok_s"), "N/A"),),
-              title="Decode under concurrency" + (" (upper bounds)" if getattr(p, "upper_bound", "") else "")),
+              title="Decode under concurrency" + (" (upper bounds)" if p.upper_bound else "")),
         Table(("KV dtype", "pool tokens"), tuple((k, f"{v:,}") for k, v in p.kv_pool_tokens.items()),
               title="KV pool per dtype (recommended share)"),
     ]
@@ -239,7 +238,7 @@ def to_doc(plan: Plan) -> Doc:
                                   for d in sp.per_k),
                             title=f"Speculative decoding: {sp.method} at batch {sp.batch}",
                             row_styles=tuple("good" if int(d["k"]) == sp.chosen_k else "normal" for d in sp.per_k)))
-    if getattr(sp, "curve", None) is not None:
+    if sp.curve is not None:
         blocks.append(_spec_curve_table(sp.curve, r.max_batch))
     blocks.append(KeyValues((
         ("kv cache dtype", r.kv_cache_dtype), ("max batch", str(r.max_batch)),
@@ -247,8 +246,8 @@ def to_doc(plan: Plan) -> Doc:
         ("memory share", f"{r.memory_share:g}"), ("chunked prefill", str(r.chunked_prefill)),
         ("tensor parallel", str(r.tp)), ("CUDA graphs", "on" if r.cuda_graphs else "off"),
     ), title="Recommendation"))
-    if getattr(r, "blocked", ""):
-        what = "does not fit" if "max_context_per_request" in (getattr(p, "na", None) or {}) else "cannot run"
+    if r.blocked:
+        what = "does not fit" if "max_context_per_request" in p.na else "cannot run"
         blocks.append(Paragraph(f"{what} — no launch line: {r.blocked}", "warn"))
     else:
         blocks.append(Paragraph(_flag_line(r), "accent"))

@@ -167,7 +167,8 @@ def build(rules: dict[str, Any], arch: ArchInfo, *, tp: int, attn_token_bytes: f
     ckpt = int(rules.get("prefill_checkpoint_slots", 0)) if _prefill_checkpoint(rules, info, cc) else 0
     slots += ckpt
     align = int(rules.get("kernel_block_tokens", 1) or 1)
-    page, block = raw, 1
+    page: float = raw
+    block = 1
     if pool == "shared" and align > 1 and attn_token_bytes > 0:
         block = align * math.ceil(raw / (align * attn_token_bytes))
         page = block * attn_token_bytes

@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from advisor.cost import efficiency, speculative
+from advisor.cost.context import PlanContext, Settings
 from advisor.cost.derived import Derived
-
-if TYPE_CHECKING:                          # context imports this module
-    from advisor.cost.context import PlanContext, Settings
-    from advisor.cost.roofline import StepCost
+from advisor.cost.step_costs import StepCost, module_groups_derived
 
 MIN_GAIN = 1.05               # speculative.choose: a k must beat plain decoding by 5 %
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -219,7 +216,7 @@ def _kernel_changes(plain: StepCost, verify: StepCost) -> str:
         p = before.get(c.part.name)
         if p is not None and (p.kernel_label != c.kernel_label or p.launches != c.launches):
             extra = f", {c.launches} launches" if c.launches > 1 else ""
-            src = getattr(c.kernel, "source", "")
+            src = c.kernel.source
             out.append(f"{c.part.name}: {c.kernel_label} at M={c.rows:g}{extra}" + (f" ({src})" if src else ""))
     return "; ".join(dict.fromkeys(out))
 
@@ -248,8 +245,15 @@ def spec_step(ctx: PlanContext, s: Settings, batch: int, k: int, context: float)
                     lambda: _spec_step(ctx, s, batch, k, context))
 
 
+def _method(ctx: PlanContext) -> speculative.SpecMethod:
+    """The plan's draft method: the step model is asked only where there is one."""
+    if ctx.spec_method is None:
+        raise ValueError("no speculative method: there is nothing to draft")
+    return ctx.spec_method
+
+
 def _spec_step(ctx: PlanContext, s: Settings, batch: int, k: int, context: float) -> SpecStep:
-    m = ctx.spec_method
+    m = _method(ctx)
     running, k_run, why = batching(ctx, s, batch, k)
     acc = speculative.curve(m, ctx.acceptance, k_run)
     e = speculative.expected_tokens(acc)
@@ -282,6 +286,12 @@ def points(ctx: PlanContext, s: Settings, batch: int, context: float,
     if ctx.spec_method is None:
         return []
     return [spec_step(ctx, s, batch, k, context) for k in ks]
+
+
+def spec_points(ctx: PlanContext, s: Settings, batch: int, context: float) -> list[speculative.SpecPoint]:
+    """Per k: the speedup at ``batch`` from the speculative step at that batch (``spec_step``)."""
+    return [speculative.SpecPoint(p.k, p.expected_tokens, p.seconds, p.speedup, p.derived)
+            for p in points(ctx, s, batch, context)]
 
 
 @dataclass(frozen=True)
@@ -350,12 +360,10 @@ def curve(ctx: PlanContext, s: Settings, limit: int, context: float,
 def step_derivations(ctx: PlanContext, s: Settings, batch: int, k: int, context: float) -> dict[str, Derived]:
     """Every term of one speculative step, each with its own derivation: the step, the target's verify
     step at M = running x (k+1) (and its module groups at that M), the draft pass, the state copy."""
-    from advisor.cost.roofline import module_groups_derived
-
     step = spec_step(ctx, s, batch, k, context)
     running, k_run = step.running or batch, step.k_run or k
     verify = target_step(ctx, s, running, context, k_run + 1)
-    acc = speculative.curve(ctx.spec_method, ctx.acceptance, k_run)
+    acc = speculative.curve(_method(ctx), ctx.acceptance, k_run)
     return {"speculative_step": step.derived, "speculative_verify_step": verify.derived,
             "speculative_verify_linear_layers": module_groups_derived(verify, f"speculative verify, {running} x "
                                                                               f"{k_run + 1} positions"),

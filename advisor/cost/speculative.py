@@ -10,7 +10,9 @@ speedup(k) = E(k) x t_step(B) / t(k)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from advisor.cost.derived import Derived
 
@@ -132,7 +134,17 @@ def evaluate(method: SpecMethod, k: int, acceptance: tuple[float, ...], t_base: 
         method.source))
 
 
-def choose(points: list[SpecPoint], min_gain: float = 1.05, tolerance: float = 0.01) -> int:
+class Gain(Protocol):
+    """A draft count and what it gains over plain decoding (SpecPoint, spec_concurrency.SpecStep)."""
+
+    @property
+    def k(self) -> int: ...
+
+    @property
+    def speedup(self) -> float: ...
+
+
+def choose(points: Sequence[Gain], min_gain: float = 1.05, tolerance: float = 0.01) -> int:
     """The smallest k within ``tolerance`` of the best speedup (more drafts past the plateau only add
     risk); 0 when no k beats plain decoding by ``min_gain``."""
     best = max((p.speedup for p in points), default=0.0)

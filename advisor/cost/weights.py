@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from advisor.checkpoint.model import ActQuant, CheckpointInfo, ModuleGroup, WeightQuant
 from advisor.cost.efficiency import KERNEL_CLASS
-from advisor.kernel_path.model import Explanation, KernelRange, LayerDecision
+from advisor.kernel_path.model import Dequant, Explanation, KernelRange, LayerDecision, MmaClass
 
 ROLE_CLASS = {
     "expert": "moe_experts", "lm_head": "lm_head_embed", "embed": "lm_head_embed",
@@ -38,8 +38,8 @@ class Part:
     layer_class: str
     scheme: str           # effective scheme (what runs)
     kernel_class: str     # format class (advisor.cost.efficiency.KERNEL_CLASS)
-    mma: str              # the decision's MMA (its kernel at every M unless ``ranges`` says otherwise)
-    dequant: str          # none | registers | memory | cpu
+    mma: MmaClass         # the decision's MMA (its kernel at every M unless ``ranges`` says otherwise)
+    dequant: Dequant      # none | registers | memory | cpu
     stored_bytes: float   # whole checkpoint, all members
     params: float         # logical weight elements
     name: str = ""        # the module group (pattern) it costs
@@ -139,7 +139,7 @@ class WeightModel:
         mates = [p for p in self.parts if p.role == part.role and p.shape is not None and p.shape[1] == k
                  and p.count == part.count and p.kernel_class == part.kernel_class and p.kind == part.kind]
         total = sum(p.params for p in mates)
-        return sum(p.shape[0] for p in mates), k, (part.params / total if total > 0 else 1.0)
+        return sum(p.shape[0] for p in mates if p.shape is not None), k, (part.params / total if total > 0 else 1.0)
 
     def bytes_of(self, kind: str) -> float:
         return sum(p.stored_bytes for p in self.parts if p.kind == kind)
@@ -207,9 +207,9 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation) -> WeightModel:
                            shape=(arch.vocab_size, arch.hidden_size))
         d = decision_for(explanation, head)
         part = _part(head, d, stored=float(nbytes), params=float(arch.vocab_size * arch.hidden_size))
-        parts.append(Part(part.kind, part.layer_class, "BF16", "bf16", part.mma if part.mma in _SIXTEEN else "hmma_bf16",
-                          "none", part.stored_bytes, part.params, "lm_head (tied to the embedding)", part.ranges, 1,
-                          role="lm_head", shape=head.shape))
+        mma = part.mma if part.mma in _SIXTEEN else "hmma_bf16"
+        parts.append(Part(part.kind, part.layer_class, "BF16", "bf16", mma, "none", part.stored_bytes, part.params,
+                          "lm_head (tied to the embedding)", part.ranges, 1, role="lm_head", shape=head.shape))
     if not modules:
         t = checkpoint.totals
         d = next((d for d in explanation.decisions if d.layer_class == "dense_linear"), None)

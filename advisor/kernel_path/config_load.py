@@ -11,6 +11,7 @@ is built unquantized. Pure over frozen inputs.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypedDict
 
 from advisor.checkpoint.declared import DeclaredQuant, QuantDeclaration
 from advisor.checkpoint.model import CheckpointInfo
@@ -18,8 +19,8 @@ from advisor.checkpoint.schemes import FOREIGN_LABELS
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import LayerDecision, ModelLoad
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import ConfigLoading, Failure, RuleFile
-from advisor.kernel_path.select import Context, LayerFacts, gates_pass
+from advisor.kernel_path.rules import Failure, RuleFile
+from advisor.kernel_path.gates import Context, LayerFacts, gates_pass
 
 _UNQUANTIZED = ("BF16", "FP16")
 
@@ -209,13 +210,23 @@ def declared_from_info(ck: CheckpointInfo) -> DeclaredQuant | None:
     if p in _PLAIN_METHODS:
         method = (ck.quant_method or p).lower() if p in ("gptq", "awq") else p
         fmt = ck.quant_method or "" if p == "compressed-tensors" else ""
-        keys = _gptq_keys(ck) if p in ("gptq", "awq") else {}
+        keys: _GptqKeys = _gptq_keys(ck) if p in ("gptq", "awq") else {}
         return DeclaredQuant((QuantDeclaration("config.json", quant_method=method, format=fmt, desc_act=desc_act,
                                                kv_cache=ck.kv_cache_quant or "", **keys),))
     return None
 
 
-def _gptq_keys(ck: CheckpointInfo) -> dict[str, str]:
+class _GptqKeys(TypedDict, total=False):
+    """The QuantDeclaration fields _gptq_keys may set."""
+
+    bits: str
+    group_size: str
+    desc_act_key: str
+    sym: str
+    zero_point: str
+
+
+def _gptq_keys(ck: CheckpointInfo) -> _GptqKeys:
     """The GPTQ/AWQ config keys a quantized module's facts imply (bits, group_size, sym, desc_act, zero_point)."""
     w = next((m.weight for m in ck.modules
               if m.weight.bits in (4, 8) and m.weight.format in ("int4", "uint4", "int8", "uint8")), None)
@@ -223,7 +234,7 @@ def _gptq_keys(ck: CheckpointInfo) -> dict[str, str]:
         return {}
     yes = lambda flag: "yes" if flag else "no"   # noqa: E731
     group = w.group_size if w.granularity == "group" and w.group_size else -1
-    keys = {"bits": str(w.bits), "group_size": str(group), "desc_act_key": yes(w.act_order)}
+    keys: _GptqKeys = {"bits": str(w.bits), "group_size": str(group), "desc_act_key": yes(w.act_order)}
     if w.symmetric is not None:
         keys["sym"] = yes(w.symmetric)
         keys["zero_point"] = yes(not w.symmetric)

@@ -7,6 +7,7 @@ b12x package is present exactly when FlashInfer is, because the FlashInfer wheel
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from typing import Any
 
 from advisor.kernel_path.options import DEPENDENCY_FACTS, InstallOptions
 from advisor.kernel_path.rules import RuleFile
@@ -17,7 +18,7 @@ def resolve_install(rules: RuleFile, options: InstallOptions) -> InstallOptions:
     open_facts = [f.name for f in fields(options) if f.name in DEPENDENCY_FACTS and getattr(options, f.name) is None]
     if not open_facts:
         return options
-    values = {}
+    values: dict[str, Any] = {}   # field name -> value; the names are only known at runtime
     for name in open_facts:
         default = rules.default_install.get(name, False)
         values[name] = bool(getattr(options, default) if isinstance(default, str) else default)
@@ -26,7 +27,7 @@ def resolve_install(rules: RuleFile, options: InstallOptions) -> InstallOptions:
 
 def install_payload(options: InstallOptions, engine: str, version: str) -> dict:
     """The install facts an answer assumed (open ones resolved) and what the engine's default install holds."""
-    from advisor.kernel_path.rules import load_rules
+    from advisor.kernel_path.rule_files import load_rules
 
     rules = load_rules(engine, version)[0]
     resolved = resolve_install(rules, options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, cast
 
 from advisor.checkpoint.model import ActQuant, CheckpointInfo, ModuleGroup, WeightQuant
 from advisor.errors import UsageError
@@ -17,10 +17,12 @@ from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.default_install import resolve_install
 from advisor.kernel_path.config_load import (engine_kv_cache, engine_view, layer_load_facts, load_summary,
                                              model_level, overrides_layers, resolve_load)
-from advisor.kernel_path.model import CoveredModule, EngineWarning, Explanation, LayerDecision
+from advisor.kernel_path.model import CoveredModule, EngineWarning, Explanation, LayerClass, LayerDecision
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import RuleFile, load_rules
-from advisor.kernel_path.select import Context, LayerFacts, dependency_state, gates_pass, select
+from advisor.kernel_path.rules import RuleFile
+from advisor.kernel_path.rule_files import load_rules
+from advisor.kernel_path.gates import Context, LayerFacts, dependency_state, gates_pass
+from advisor.kernel_path.select import select
 from advisor.kernel_path.summary import summarize
 
 # Which layer class each checkpoint role belongs to (roles that are no GEMM are skipped).
@@ -82,10 +84,11 @@ def _explain(ck: CheckpointInfo, gpu: GpuSpec, gpus: int, rules: RuleFile, reque
     # the engine's config-loading stage first: its method (and per-model rewrites) is what layers are built for
     load = resolve_load(ck, gpu, rules, options)
     seen = layer_load_facts(load, ck, rules)
-    decides = overrides_layers(load, ck)       # a model-level outcome replaces the layers' own answers
-    unrecognised = decides and load.outcome == "unquantized"
+    # a model-level outcome replaces the layers' own answers
+    deciding = load if overrides_layers(load, ck) else None
+    unrecognised = deciding is not None and deciding.outcome == "unquantized"
     decisions: list[LayerDecision] = []
-    for facts, scheme, module in _layer_groups(ck, tp):
+    for facts, scheme, _module in _layer_groups(ck, tp):
         facts = replace(facts, load=seen)
         decisions.append(_decide(engine_view(facts) if unrecognised else facts, scheme, gpu, rules, options, tp))
     if ck.arch.num_attention_heads or ck.arch.kv_layers or ck.arch.mla:
@@ -95,15 +98,15 @@ def _explain(ck: CheckpointInfo, gpu: GpuSpec, gpus: int, rules: RuleFile, reque
     decisions = _merge(decisions)
     decisions.sort(key=lambda d: _CLASS_ORDER.get(d.layer_class, 9))
     decisions = _startup_warnings(decisions, rules, options, gpu)
-    if decides:
-        decisions = [model_level(d, load, rules.display_name) for d in decisions]
+    if deciding is not None:
+        decisions = [model_level(d, deciding, rules.display_name) for d in decisions]
     runs = all(d.runs for d in decisions) and (load is None or load.runs)
     exp = Explanation(
         engine=rules.engine, engine_version=rules.version, requested_version=requested,
         version_note=note, gpu_id=gpu.id, gpus=gpus, checkpoint_label=ck.label,
         decisions=tuple(decisions), summary="", runs=runs, load=load)
-    if decides:
-        return replace(exp, summary=load_summary(load, rules.display_name, gpu.name))
+    if deciding is not None:
+        return replace(exp, summary=load_summary(deciding, rules.display_name, gpu.name))
     return replace(exp, summary=summarize(exp, ck, gpu, rules.display_name))
 
 
@@ -175,7 +178,7 @@ def _facts(ck: CheckpointInfo, m: ModuleGroup, cls: str, tp: int = 1) -> LayerFa
     return LayerFacts(
         layer_class=cls, scheme=m.scheme, roles=(m.role,), producer=ck.producer, quant_method=ck.quant_method,
         model_type=ck.arch.model_type, weight_format=w.format, weight_granularity=w.granularity,
-        group_size=w.group_size, block=tuple(w.block) if w.block else None, symmetric=w.symmetric,
+        group_size=w.group_size, block=w.block or None, symmetric=w.symmetric,
         act_order=_gptq_act_order(m), act_format=a.format, act_granularity=a.granularity, act_dynamic=a.dynamic,
         shape=tp_shape(m, tp), module=m.name, count=m.count, head_dim=ck.arch.head_dim, mla=ck.arch.mla is not None,
         attention_sinks=(ck.arch.model_type or "") in _SINK_MODELS)
@@ -230,7 +233,8 @@ def _no_rule(ctx: Context, ck_scheme: str, rules: RuleFile, reasons, warnings) -
 
     foreign = foreign_reason(L.scheme, rules.engine, rules.display_name)   # EXL2, MLX, GGUF, ...: who loads them
     return LayerDecision(
-        layer_class=L.layer_class, roles=L.roles, checkpoint_scheme=ck_scheme, effective_scheme=L.scheme,
+        layer_class=cast(LayerClass, L.layer_class),        # LayerFacts is per layer class here ("model": loads only)
+        roles=L.roles, checkpoint_scheme=ck_scheme, effective_scheme=L.scheme,
         kernel=None, mma="none", activation_dtype="bf16", dequant="none", runs=False,
         reasons=tuple(reasons + [foreign or msg + "; the engine's behaviour is unknown to the advisor, "
                                  "not known to fail"]),

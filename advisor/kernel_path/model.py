@@ -7,9 +7,10 @@ and `--json` show the same thing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, TypeGuard, get_args
 
 # MMA instruction classes a path issues.
-MMA_CLASSES = (
+MmaClass = Literal[
     "hmma_f16",        # mma.sync f16 inputs (Turing+)
     "hmma_bf16",       # mma.sync bf16 inputs (Ampere+)
     "imma_int8",       # mma.sync s8 (Turing+)
@@ -20,9 +21,21 @@ MMA_CLASSES = (
     "tcgen05_int8",    # sm_100/103 int8 UMMA
     "mma_sync_fp4_block_scaled",  # sm_120/121 block-scaled mma.sync (kind::mxf4nvf4)
     "none",            # no tensor-core MMA (CPU, CUDA cores, or unsupported)
-)
+]
+MMA_CLASSES: tuple[MmaClass, ...] = get_args(MmaClass)
 # Layer classes.
-LAYER_CLASSES = ("dense_linear", "moe_experts", "attention_kv", "lm_head_embed")
+LayerClass = Literal["dense_linear", "moe_experts", "attention_kv", "lm_head_embed"]
+LAYER_CLASSES: tuple[LayerClass, ...] = get_args(LayerClass)
+# Where weights become MMA inputs.
+Dequant = Literal["none", "registers", "memory", "cpu"]
+
+
+def is_mma_class(name: str) -> TypeGuard[MmaClass]:
+    return name in MMA_CLASSES
+
+
+def is_layer_class(name: str) -> TypeGuard[LayerClass]:
+    return name in LAYER_CLASSES
 
 
 @dataclass(frozen=True)
@@ -46,8 +59,8 @@ class KernelRange:
     m_min: int
     m_max: int | None            # None: no upper bound
     kernel: str
-    mma: str                     # one of MMA_CLASSES ("none": CUDA cores)
-    dequant: str                 # none | registers | memory | cpu
+    mma: MmaClass                # "none": CUDA cores
+    dequant: Dequant
     source: str = ""             # path:line@version of the threshold (or of the kernel when it never switches)
     note: str = ""
     launch_rows: tuple[int, ...] = ()   # GEMV launches: rows per launch, largest first (weights re-read per launch)
@@ -87,14 +100,14 @@ class CoveredModule:
 
 @dataclass(frozen=True)
 class LayerDecision:
-    layer_class: str             # one of LAYER_CLASSES
+    layer_class: LayerClass
     roles: tuple[str, ...]       # checkpoint roles covered (attn_qkv, mlp_down, expert, ...)
     checkpoint_scheme: str       # what the checkpoint declares, e.g. W4A4-NVFP4
     effective_scheme: str        # what really runs, e.g. W4A16-NVFP4 (activations BF16)
     kernel: str | None           # chosen kernel; None when nothing can run it
-    mma: str                     # one of MMA_CLASSES
+    mma: MmaClass
     activation_dtype: str        # bf16 | fp16 | fp8_e4m3 | nvfp4 | int8 | ...
-    dequant: str                 # where weights become MMA inputs: "none", "registers", "memory", "cpu"
+    dequant: Dequant
     runs: bool                   # False: the engine refuses / crashes on this combination
     reasons: tuple[str, ...]     # why this candidate won (gates it passed, downgrades applied)
     rejected: tuple[Rejection, ...] = ()
@@ -128,7 +141,8 @@ class ModelLoad:
     method: str | None           # the engine's quantization method; None: every layer is built unquantized
     config_class: str | None     # the engine's config class for that method, e.g. ModelOptFp8Config
     steps: tuple[str, ...]       # how the method was resolved, each step with its engine source line
-    outcome: str                 # loads | refused (raises before any layer) | unquantized (quantized weights, no method)
+    # loads | refused (raises before any layer) | unquantized (quantized weights, no method)
+    outcome: str
     error: str | None = None     # what the engine prints (refusal) or does (detection miss)
     meaning: str = ""            # what that means for the user, and what to do
     source: str = ""             # engine source of the outcome

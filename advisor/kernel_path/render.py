@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from advisor.checkpoint.model import CheckpointInfo
-from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
+from advisor.doc import Block, Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
 from advisor.kernel_path.options import DEPENDENCY_FACTS, InstallOptions
@@ -29,7 +29,7 @@ def options_payload(options: InstallOptions) -> dict:
 def _install_line(options: InstallOptions, exp: Explanation) -> str:
     """What the answer assumes is installed: this engine's own optional dependencies (from its rule
     file, not another engine's), present or absent under these options."""
-    from advisor.kernel_path.rules import load_rules
+    from advisor.kernel_path.rule_files import load_rules
 
     try:
         rules = load_rules(exp.engine, exp.engine_version)[0]
@@ -106,7 +106,7 @@ def explanation_doc(exp: Explanation, gpu: GpuSpec, info: CheckpointInfo, option
     engine = f"{exp.engine} {exp.engine_version} rules"
     if exp.version_note:
         engine += f" ({exp.version_note})"
-    head = [Heading(f"Kernel path: {info.label} checkpoint on {gpu.name} (sm_{gpu.sm})"),
+    head: list[Block] = [Heading(f"Kernel path: {info.label} checkpoint on {gpu.name} (sm_{gpu.sm})"),
             KeyValues((("checkpoint", info.source), ("engine", engine),
                        ("GPUs", f"{exp.gpus} x {gpu.name}"), ("install", _install_line(options, exp)))),
             Paragraph(exp.summary, style="normal" if exp.runs else "warn")]
@@ -183,7 +183,8 @@ def all_gpus_doc(exps: Iterable[Explanation], table: Iterable[GpuSpec], info: Ch
         row += [_cell(e, "attention_kv", notes, name), str(len({w.text for d in e.decisions for w in d.warnings}))]
         rows.append(tuple(row))
         styles.append("normal" if e.runs else "bad")
-    title = f"{info.label} checkpoint on every GPU ({exps[0].engine} {exps[0].engine_version} rules)" if exps else "no GPUs"
+    title = (f"{info.label} checkpoint on every GPU ({exps[0].engine} {exps[0].engine_version} rules)" if exps
+             else "no GPUs")
     cols = ("GPU", "arch", "runs", "dense linear") + (("MoE experts",) if moe else ()) + ("attention", "warn")
     blocks: list = [Heading(title), Table(cols, tuple(rows), row_styles=tuple(styles))]
     if notes:

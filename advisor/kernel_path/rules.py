@@ -1,30 +1,24 @@
-"""Engine rule files (profiles/engines/<engine>-<version>.yaml): schema, loader, version choice.
+"""Engine rule files (profiles/engines/<engine>-<version>.yaml): the schema.
 
 A rule file is data: ordered candidate lists per (layer class, scheme) with gates, the MMA class
 each candidate issues, where dequantization happens, warnings with their meaning and sources. A
 candidate whose engine switches kernels by the number of rows M lists them in ``rows`` (bands below
 a threshold, each with its kernel, MMA, dequant location and source line).
-Loading validates every key (unknown keys are errors) and reports the file on failure.
+Loading (advisor.kernel_path.rule_files) validates every key (unknown keys are errors) and reports the
+file on failure.
 """
 
 from __future__ import annotations
 
-from advisor.yamlio import parse_yaml
-
-import functools
 import re
-from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from advisor.checkpoint.model import SCHEMES
-from advisor.errors import BadInput
 from advisor.kernel_path.model import LAYER_CLASSES, MMA_CLASSES
 from advisor.kernel_path.options import DEPENDENCY_FACTS
-from advisor.kernel_path.rule_versions import (  # noqa: F401 - re-exported
-    ENGINES, _version_key, available_versions, engines_dir, parse_engine_spec, resolve_version,
-)
+from advisor.kernel_path.rule_versions import ENGINES
 
 DEQUANT = ("none", "registers", "memory", "cpu")
 # Activation dtypes a candidate may declare; "act16" = the model's 16-bit dtype (fp16 on Turing).
@@ -47,10 +41,16 @@ class ModelExclusion(_Strict):
     sm_max: int = 999
 
 
+# keys that scope or explain a gate; every other key of Gate is a condition
+GATE_SCOPE_KEYS = frozenset({"why", "if_sm_min", "if_sm_max", "if_family_in", "if_kv_dtype_in"})
+
+
 class Gate(_Strict):
     """One condition. Exactly one condition key per gate; `why` explains it in plain words.
 
     ``if_*`` keys scope the gate: it is checked only when they hold (e.g. an FP8-KV-only gate).
+    The fields are the rule-file schema; what each condition checks and how a passed one reads is
+    registered under the same key in advisor.kernel_path.gates.
     """
 
     sm_min: Optional[int] = None
@@ -107,16 +107,23 @@ class Gate(_Strict):
 
     @model_validator(mode="after")
     def _one_condition(self):
-        scoped = {"why", "if_sm_min", "if_sm_max", "if_family_in", "if_kv_dtype_in"}
-        set_keys = [k for k in type(self).model_fields if k not in scoped and getattr(self, k) is not None]
+        set_keys = self._set_conditions()
         if len(set_keys) != 1:
             raise ValueError(f"a gate holds exactly one condition, got {set_keys or 'none'}")
         return self
 
+    @classmethod
+    def condition_keys(cls) -> list[str]:
+        """The condition keys a gate may hold, in schema order."""
+        return [k for k in cls.model_fields if k not in GATE_SCOPE_KEYS]
+
+    def _set_conditions(self) -> list[str]:
+        return [k for k in self.condition_keys() if getattr(self, k) is not None]
+
     @property
     def condition(self) -> str:
-        scoped = {"why", "if_sm_min", "if_sm_max", "if_family_in", "if_kv_dtype_in"}
-        return next(k for k in type(self).model_fields if k not in scoped and getattr(self, k) is not None)
+        """The one condition key this gate holds."""
+        return next(k for k in self.condition_keys() if getattr(self, k) is not None)
 
 
 class Warn(_Strict):
@@ -196,10 +203,10 @@ class Candidate(_Strict):
     def _rows(cls, v: list[RowRange]) -> list[RowRange]:
         if not v:
             return v
-        bounds = [r.below for r in v]
-        if bounds[-1] is not None or any(b is None for b in bounds[:-1]):
+        bounds = [r.below for r in v[:-1] if r.below is not None]
+        if v[-1].below is not None or len(bounds) != len(v) - 1:
             raise ValueError("rows: every band but the last has 'below'; the last has none")
-        if any(a >= b for a, b in zip(bounds[:-2], bounds[1:-1])):
+        if any(a >= b for a, b in zip(bounds, bounds[1:])):
             raise ValueError("rows: 'below' must increase")
         return v
 
@@ -339,7 +346,7 @@ class FlagSpec(_Strict):
 
 class RuleFile(_Strict):
     templates: dict[str, Any] = {}          # YAML anchors reused below; not read as rules
-    engine: Literal["vllm", "sglang", "fastllm"]
+    engine: str                             # one of the registry's tuned engines (advisor.engines)
     version: str
     display_name: str
     source_ref: str = Field(min_length=1)   # what was read: release, commit
@@ -364,6 +371,13 @@ class RuleFile(_Strict):
     default_install_note: str = ""
     downgrades: list[Downgrade] = []
     paths: list[PathRule] = Field(min_length=1)
+
+    @field_validator("engine")
+    @classmethod
+    def _tuned_engine(cls, v: str) -> str:
+        if v not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)} (advisor.engines' tuned engines)")
+        return v
 
     @model_validator(mode="after")
     def _refs(self):
@@ -408,56 +422,3 @@ class RuleFile(_Strict):
             for name in list((g.config_in or {}).keys()) + list((g.config_not_in or {}).keys()):
                 if name not in LOAD_FACTS:
                     raise ValueError(f"{where}: config fact {name!r} not one of {LOAD_FACTS}")
-
-
-# ------------------------------------------------------------------ loading and versions
-
-# engines_dir, available_versions, parse_engine_spec, resolve_version: advisor.kernel_path.rule_versions
-
-
-def load_rule_file(path: Path) -> RuleFile:
-    return _load_cached(str(path), path.stat().st_mtime_ns)
-
-
-# What a validated rule file depends on besides its text (advisor.profile_cache keys on their source).
-_SCHEMA_MODULES = (__name__, "advisor.checkpoint.model", "advisor.kernel_path.model", "advisor.kernel_path.options",
-                   "pydantic")
-
-
-@functools.lru_cache(maxsize=32)
-def _load_cached(path: str, _mtime: int) -> RuleFile:
-    from advisor.profile_cache import validated
-    from advisor.textfile import JSON_LIMIT, read_text
-
-    text = read_text(path, limit_bytes=JSON_LIMIT, what="rule file")
-    return validated(path, text, lambda: _validate(path, text), _SCHEMA_MODULES)   # validated before: no pydantic work
-
-
-def _validate(path: str, text: str) -> RuleFile:
-    from advisor.profile_cache import parsed
-
-    raw = parsed(text, lambda: parse_yaml(text, path, "rule file"))
-    if not isinstance(raw, dict):
-        raise BadInput("a rule file is a mapping (engine, version, paths, ...)", path=path)
-    try:
-        rules = RuleFile.model_validate(raw)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
-        raise BadInput(f"invalid rules at {where}: {first['msg']}{more}", path=path) from err
-    stem = Path(path).stem
-    if stem != f"{rules.engine}-{rules.version}":
-        raise BadInput(f"file name must be {rules.engine}-{rules.version}.yaml", path=path)
-    return rules
-
-
-def load_rules(engine: str, version: str | None = None, folder: Path | None = None) -> tuple[RuleFile, str | None]:
-    """The rule file for ENGINE at VERSION (nearest older when unknown) and the version note."""
-    chosen, note = resolve_version(engine, version, folder)
-    return load_rule_file((folder or engines_dir()) / f"{engine}-{chosen}.yaml"), note
-
-
-def all_rule_files(folder: Path | None = None) -> list[Path]:
-    folder = folder or engines_dir()
-    return sorted(folder.glob("*.yaml"))

@@ -52,7 +52,7 @@ def moved_bytes(d: LayerDecision, ck: CheckpointInfo) -> float:
 def _primary(exp: Explanation, ck: CheckpointInfo | None = None) -> LayerDecision | None:
     """The GEMM decision that moves the most weight bytes, quantized layers first. Decisions that name no
     modules (built by hand) are ranked by their scheme's byte share, experts before dense layers."""
-    shares = ck.scheme_shares if ck is not None else {}
+    shares: dict[str, float] = {s: v for s, v in ck.scheme_shares.items()} if ck is not None else {}
 
     def weight(d: LayerDecision) -> tuple:
         return (moved_bytes(d, ck) if ck is not None else 0.0, shares.get(d.checkpoint_scheme, 0.0),
@@ -70,7 +70,8 @@ def _sentence_for(d: LayerDecision, gpu: GpuSpec, lead: bool, mixed: bool = Fals
     fmt = weight_format(ck if ck not in ("BF16", "FP16") else eff)
     mma = MMA_WORDS.get(d.mma, d.mma)
     actw = _ACT_WORDS.get(act, act.upper())
-    head = f"On your {gpu.name} this {scheme_words(ck)} checkpoint" if lead else f"The {_class_words(d)} ({scheme_words(ck)})"
+    head = (f"On your {gpu.name} this {scheme_words(ck)} checkpoint" if lead
+            else f"The {_class_words(d)} ({scheme_words(ck)})")
     runs = "runs" if lead else "run"
     if lead and mixed:
         head, runs = f"On your {gpu.name} the {scheme_words(ck)} layers of this mixed checkpoint", "run"

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from advisor.calibration import KERNEL_CLASSES, Calibration
-from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
+from advisor.doc import Block, Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
 
 # Kernel classes (advisor.calibration.KERNEL_CLASSES) -> what they are.
 KERNEL_TITLES = {
@@ -175,7 +175,7 @@ def to_doc(suite: Suite, calibration_path: str | None = None) -> Doc:
         ("software", ", ".join(f"{k} {v}" for k, v in sorted(suite.software.items()))),
         ("elapsed", f"{suite.elapsed_s:.0f} s"),
     ]
-    blocks = [Heading(f"Microbenchmarks on {suite.device_name}"), KeyValues(tuple(kv))]
+    blocks: list[Block] = [Heading(f"Microbenchmarks on {suite.device_name}"), KeyValues(tuple(kv))]
     rows = result_rows(suite.results)
     styles = tuple("warn" if r.time_us is None else "normal" for r in suite.results)
     blocks.append(Table(("kernel", "K x N", "M", "path", "us", "GB/s", "% meas. BW", "TFLOPS", "% peak", "config"),

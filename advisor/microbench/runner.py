@@ -156,12 +156,13 @@ def measure_streams(dev: Device, timer, buffer_bytes: int | None = None) -> tupl
     out = []
     for kind, programs in (("copy", None), ("copy", dev.sm_count * 16), ("read", None), ("read", dev.sm_count * 16)):
         if kind == "copy":
-            t = timer.seconds_per_call(lambda i: bandwidth.copy(x, y, programs=programs), 1)
+            t = timer.seconds_per_call(lambda i, x=x, y=y, p=programs: bandwidth.copy(x, y, programs=p), 1)
             moved = 2 * x.numel() * 4
         else:
-            t = timer.seconds_per_call(lambda i: bandwidth.read_sum(x, partials, programs=programs), 1)
+            t = timer.seconds_per_call(lambda i, x=x, s=partials, p=programs: bandwidth.read_sum(x, s, programs=p), 1)
             moved = x.numel() * 4
-        out.append(Stream(kind, moved / t / 1e9, n * 4 / 2**20, "one pass" if programs is None else f"{programs} programs"))
+        out.append(Stream(kind, moved / t / 1e9, n * 4 / 2**20,
+                          "one pass" if programs is None else f"{programs} programs"))
     del x, y, partials
     return tuple(out)
 
@@ -255,7 +256,7 @@ def run_suite(shapes: tuple[Shape, ...], ms: tuple[int, ...], *, dev: Device | N
     table_bw = getattr(spec, "bandwidth_gbs", None)
     table_peak = _table_peak(spec, act_name)
 
-    paths = ("gemv", "gemm")
+    paths: tuple[str, ...] = ("gemv", "gemm")
     if arch_skip is None and dev.torch_device.startswith("cuda"):
         from kernels.arch import dot_lowering
 

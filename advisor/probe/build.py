@@ -80,9 +80,10 @@ def _match(dev: RawDevice, by_pci: Lookup, by_name) -> tuple[GpuSpec | None, str
 
 
 def probed_device(dev: RawDevice, by_pci: Lookup, by_name) -> ProbedDevice:
-    bw_value = theoretical_bandwidth_gbs(dev.memory_bus_width_bits, dev.max_mem_clock_mhz)
-    bandwidth = (Bandwidth(bw_value, dev.memory_bus_width_bits, dev.max_mem_clock_mhz, BANDWIDTH_FORMULA)
-                 if bw_value is not None else None)
+    width, mem_clock = dev.memory_bus_width_bits, dev.max_mem_clock_mhz
+    bw_value = theoretical_bandwidth_gbs(width, mem_clock)   # None unless both are known
+    bandwidth = (Bandwidth(bw_value, width, mem_clock, BANDWIDTH_FORMULA)
+                 if bw_value is not None and width and mem_clock else None)
     spec, how = _match(dev, by_pci, by_name)
     notes: list[str] = []
     overrides: list[SpecOverride] = []

@@ -126,9 +126,10 @@ def derived_spec(dev: RawDevice) -> tuple[GpuSpec, tuple[str, ...]]:
     derived_fields: list[str] = []
 
     sm = dev.sm_count
-    if sm is None and dev.cuda_cores and dev.cc and cores_per_sm(dev.cc):
-        sm = dev.cuda_cores // cores_per_sm(dev.cc)
-        notes.append(f"SM count {sm} = {dev.cuda_cores} CUDA cores / {cores_per_sm(dev.cc)} per SM")
+    per_sm = cores_per_sm(dev.cc) if dev.cc else None
+    if sm is None and dev.cuda_cores and per_sm:
+        sm = dev.cuda_cores // per_sm
+        notes.append(f"SM count {sm} = {dev.cuda_cores} CUDA cores / {per_sm} per SM")
     if sm is not None:
         derived_fields.append("sm_count")
 

@@ -133,9 +133,9 @@ def load_pynvml():
 class _Reader:
     def __init__(self, nvml: Any):
         self.nvml = nvml
-        errors: list[type] = [nvml.NVMLError]
+        errors: list[type[BaseException]] = [nvml.NVMLError]
         mismatch = getattr(nvml, "NVMLLibraryMismatchError", None)
-        if isinstance(mismatch, type):
+        if isinstance(mismatch, type) and issubclass(mismatch, BaseException):
             errors.append(mismatch)
         self.errors = tuple(errors)
         self.failures: list[NvmlFailure] = []
@@ -243,7 +243,7 @@ def _read_all(nvml: Any, process_name: Callable[[int], str | None], own_pid: int
     if count == 0:
         return RawSnapshot("no-gpu", "the NVIDIA driver is loaded but reports no GPU", driver,
                            cuda, nvml_version, (), (), system_failures)
-    handles = []
+    handles: list = []
     devices = []
     for i in range(count):
         h = q("handle", "nvmlDeviceGetHandleByIndex", i)
@@ -267,7 +267,7 @@ def _read_all(nvml: Any, process_name: Callable[[int], str | None], own_pid: int
 
 
 def _lost_device(index: int, failures: tuple[NvmlFailure, ...]) -> RawDevice:
-    blank = {f.name: None for f in fields(RawDevice)}
+    blank: dict[str, Any] = {f.name: None for f in fields(RawDevice)}
     blank.update(index=index, mig_devices=(), failures=failures)
     return RawDevice(**blank)
 
@@ -297,7 +297,7 @@ def _read_device(q: _Reader, index: int, h: Any, process_name, own_pid: int) -> 
         pci_bus_id=bus_id,
         pci_device_id=devid,
         pci_subsystem_id=subsys,
-        cc=tuple(int(x) for x in cc) if cc is not None else None,
+        cc=(int(cc[0]), int(cc[1])) if cc is not None else None,   # NVML gives (major, minor)
         memory_total_bytes=_attr(mem, "total"),
         memory_free_bytes=_attr(mem, "free"),
         memory_used_bytes=_attr(mem, "used"),

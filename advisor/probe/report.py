@@ -207,8 +207,8 @@ def probe_doc(result: ProbeResult, selection: GpuSelection | None = None) -> Doc
     if result.topology:
         blocks.append(Table(
             ("GPUs", "link", "PCIe path", "P2P read", "P2P over NVLink"),
-            tuple((f"{l.a} <-> {l.b}", l.description, na(l.pcie_path), na(l.p2p_read), na(l.p2p_nvlink))
-                  for l in result.topology),
+            tuple((f"{link.a} <-> {link.b}", link.description, na(link.pcie_path), na(link.p2p_read),
+                   na(link.p2p_nvlink)) for link in result.topology),
             title="Topology",
         ))
     if result.devices:
@@ -251,7 +251,7 @@ def probe_payload(result: ProbeResult, selection: GpuSelection | None = None) ->
         devices.append(item)
     body = _clean(to_jsonable(result))
     body["devices"] = devices
-    body["topology"] = [dict(_clean(to_jsonable(l)), description=l.description) for l in result.topology]
+    body["topology"] = [dict(_clean(to_jsonable(link)), description=link.description) for link in result.topology]
     sel = None
     if selection is not None:
         sel = _clean(to_jsonable(selection))

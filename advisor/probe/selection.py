@@ -54,7 +54,7 @@ def _auto(probe: ProbeResult | None, count: int | None) -> GpuSelection:
         raise UsageError(f"no GPU to plan for ({why}): pick one with --gpu ID [--gpus N] "
                          "(list: nvfp4-advisor gpus)")
     models = Counter(d.spec.id for d in probe.devices)
-    first_index = {}
+    first_index: dict = {}
     for d in probe.devices:
         first_index.setdefault(d.spec.id, d.index)
     best = min(models, key=lambda i: (-models[i], first_index[i]))

@@ -180,6 +180,11 @@ def _pooled(cs: list[PromptComparison]) -> float:
     return sum(c.matched for c in cs) / n if n else 1.0
 
 
+def _mean_kl(cs: list[PromptComparison]) -> float:
+    """Mean over prompts of each prompt's mean KL; every prompt given here has KL values."""
+    return sum(sum(c.kl) / len(c.kl) for c in cs) / len(cs)
+
+
 def kind_agreement(kind: str, cs: list[PromptComparison]) -> KindAgreement:
     tokens = sum(c.reference_tokens for c in cs)
     matched = sum(c.matched for c in cs)
@@ -189,10 +194,11 @@ def kind_agreement(kind: str, cs: list[PromptComparison]) -> KindAgreement:
     identical = sum(1 for c in cs if c.identical)
     divs = [c.first_divergence for c in cs if c.first_divergence is not None]
     with_kl = [c for c in cs if c.kl]
-    mean_kl = kl_ci = None
+    mean_kl: float | None = None
+    kl_ci: Interval | None = None
     if with_kl:
-        mean_kl = sum(c.mean_kl for c in with_kl) / len(with_kl)
-        kl_ci = bootstrap(with_kl, lambda s: sum(c.mean_kl for c in s) / len(s))
+        mean_kl = _mean_kl(with_kl)
+        kl_ci = bootstrap(with_kl, _mean_kl)
     return KindAgreement(kind, len(cs), tokens, _pooled(cs), ci, identical, wilson(identical, len(cs)),
                          float(median(divs)) if divs else None, mean_kl, kl_ci, sum(len(c.kl) for c in with_kl))
 

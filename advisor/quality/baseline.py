@@ -67,8 +67,9 @@ def rtn(qt: QuantTensor, ref: np.ndarray, *, global_amax: np.ndarray | float, ro
         elif lay.granularity == "channel":
             scale = np.abs(ref).max(axis=1, keepdims=True) / np.float32(fmax)
         elif lay.granularity == "group":
-            g = _grouped(ref, qt.group)
-            return _grid_round(g, np.abs(g).max(axis=2, keepdims=True) / np.float32(fmax), grid).reshape(r, k)
+            groups = _grouped(ref, qt.group)
+            return _grid_round(groups, np.abs(groups).max(axis=2, keepdims=True) / np.float32(fmax),
+                               grid).reshape(r, k)
         else:
             br, bc = qt.params["block"]
             out = np.empty_like(ref)

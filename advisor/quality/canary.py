@@ -53,7 +53,7 @@ def compare_acceptance(candidate: AcceptanceSample, reference: AcceptanceSample)
         z = None
         sig = False
         if counted:
-            n1, n2 = reference.drafts, candidate.drafts
+            n1, n2 = reference.drafts or 0.0, candidate.drafts or 0.0     # both > 0 when counted
             p = (r * n1 + c * n2) / (n1 + n2)
             se = math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2)) if 0 < p < 1 else 0.0
             z = (r - c) / se if se > 0 else (math.inf if r > c else 0.0)
@@ -65,7 +65,7 @@ def compare_acceptance(candidate: AcceptanceSample, reference: AcceptanceSample)
                   f"drafts; significant at z > {Z_LIMIT:g} and a drop of at least {MIN_DROP:.0%}")
         bad = [d for d in rows if d.significant]
         if bad:
-            d = max(bad, key=lambda x: x.z)
+            d = max(bad, key=lambda x: x.z or 0.0)      # a significant drop has its z
             finding = (f"draft acceptance at position {d.position} fell from {d.reference:.0%} (reference) to "
                        f"{d.candidate:.0%} (candidate), z = {d.z:.1f}: {SUSPECT}")
     else:
@@ -78,7 +78,7 @@ def compare_acceptance(candidate: AcceptanceSample, reference: AcceptanceSample)
 
 
 def from_metrics(spec) -> AcceptanceSample | None:
-    """launchers.bench.SpecAcceptance (vLLM /metrics deltas) -> a sample with counts."""
+    """launchers.server_metrics.SpecAcceptance (vLLM /metrics deltas) -> a sample with counts."""
     if spec is None:
         return None
     return AcceptanceSample(tuple(spec.per_position), spec.mean_accepted_length, spec.drafts, spec.source)

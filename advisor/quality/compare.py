@@ -22,7 +22,8 @@ from advisor.convert.source import Checkpoint, model_type, open_checkpoint
 from advisor.errors import BadInput
 from advisor.quality import verdict as v
 from advisor.quality.baseline import rtn
-from advisor.quality.layouts import FLOAT_DTYPES, QuantTensor, Reader, chunk_rows, detect, quant_config
+from advisor.quality.dequantize import Reader, chunk_rows
+from advisor.quality.layouts import FLOAT_DTYPES, QuantTensor, detect, quant_config
 from advisor.quality.metrics import Accumulator, served_snr_db, snr_db
 from advisor.quality.reference import RefView, map_reference
 from advisor.quality.results import ClassResult, QualityReport, ScaleGroupCheck, TensorResult
@@ -66,8 +67,8 @@ def _amax_pass(qt: QuantTensor, view: RefView, reader: Reader, *, align: bool):
     the candidate onto the reference: f_k = sum_n r c / sum_n c^2."""
     per = qt.rows // qt.stack
     amax = np.zeros(qt.stack, np.float32)
-    dot = np.zeros(qt.cols) if align else None
-    cc = np.zeros(qt.cols) if align else None
+    dot = np.zeros(qt.cols)   # filled only when aligning
+    cc = np.zeros(qt.cols)
     step = chunk_rows(qt, reader)
     for a in range(0, qt.rows, step):
         b = min(qt.rows, a + step)
@@ -144,8 +145,8 @@ def compare(reference: Path, candidate: Path, *, progress: Progress | None = Non
         reader = Reader(q)
         try:
             step = chunk_rows(q, reader)
-            glob = group_amax[q.module]
-            glob = glob if glob.size > 1 else float(glob[0])
+            amaxes = group_amax[q.module]
+            glob = amaxes if amaxes.size > 1 else float(amaxes[0])
             for a in range(0, q.rows, step):
                 b = min(q.rows, a + step)
                 r = views[q.name].rows(a, b)
@@ -204,7 +205,7 @@ def _scale_checks(nv: list[QuantTensor], groups, accs: dict[str, Accumulator]) -
         shared = all(np.array_equal(vals[0], x) for x in vals[1:])
         producer = by_module[members[0]].layout.producer
         how, source = SERVED_SCALE[producer]
-        served = ()
+        served: tuple[float, ...] = ()
         if not shared:
             target = max(scales) if how == "max" else min(scales)
             served = tuple(served_snr_db(accs[m], target / s) if s > 0 else float("-inf")

@@ -6,9 +6,11 @@ canary) wrote. `plan` and `report` take them with --quality FILE; without any, e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
 
+from advisor.checkpoint.model import Scheme
 from advisor.doc import Doc, Paragraph, Table
 from advisor.errors import BadInput
 
@@ -73,7 +75,8 @@ def parse(doc: dict, source: str) -> tuple[list[WeightEvidence], list[OutputEvid
             outputs.append(OutputEvidence(f"{ag['candidate_url']} ({ag['candidate_model']})", float(allk["agreement"]),
                                           float(allk["agreement_ci"]["low"]), float(allk["agreement_ci"]["high"]),
                                           int(allk["prompts"]), int(allk["tokens"]),
-                                          None if allk.get("mean_kl") is None else float(allk["mean_kl"]), text, source))
+                                          None if allk.get("mean_kl") is None else float(allk["mean_kl"]),
+                                          text, source))
         except (KeyError, TypeError, ValueError, StopIteration) as err:
             raise BadInput(f"not a complete `bench --json` agreement document ({err!r})", path=source) from None
     else:
@@ -93,7 +96,7 @@ def family_of(scheme: str) -> str:
     return scheme.rsplit("-", 1)[-1].upper() if "-" in scheme else scheme.upper()
 
 
-def per_format(scheme_shares: dict[str, float], weights: list[WeightEvidence],
+def per_format(scheme_shares: Mapping[Scheme, float], weights: list[WeightEvidence],
                outputs: list[OutputEvidence]) -> tuple[FormatEvidence, ...]:
     shares: dict[str, float] = {}
     for scheme, share in scheme_shares.items():

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from advisor.quality.layouts import Dequant
+from advisor.quality.dequantize import Dequant
 
 SUSPECT_KEEP = 64          # suspect groups remembered per tensor (the count is exact)
 CLIP_MARGIN = 2.0          # x half the top step: rounding errs by <= 1/2 step, a BF16-stored INT8 scale adds <= 1/4

@@ -105,18 +105,18 @@ def map_reference(ref: Checkpoint, qt: QuantTensor, candidate_rows: dict[str, in
     suffix = qt.name[len(qt.module):]
     if leaf in FUSED_SPLITS:                                    # candidate fused, reference split
         for p in _names(parent):
-            members = [ref.tensors.get(f"{p}.{m}{suffix}") for m in FUSED_SPLITS[leaf]]
+            parts = [ref.tensors.get(f"{p}.{m}{suffix}") for m in FUSED_SPLITS[leaf]]
             tried.append(f"{p}.{{{','.join(FUSED_SPLITS[leaf])}}}{suffix}")
-            if all(_matrix(m) and _matrix(m)[1] == qt.cols for m in members):
+            found = [(e, shape) for e in parts if e is not None and (shape := _matrix(e)) is not None]
+            if len(found) == len(parts) and all(cols == qt.cols for _, (_, cols) in found):
                 segs, start = [], 0
-                for m in members:
-                    n = _matrix(m)[0]
-                    segs.append(Segment(m, start, start + n, 0))
+                for e, (n, _) in found:
+                    segs.append(Segment(e, start, start + n, 0))
                     start += n
                 if start != qt.rows:
                     raise BadInput(f"shape mismatch: candidate {qt.name} has {qt.rows} rows, the reference's split "
                                    f"projections have {start}", path=str(ref.root))
-                return RefView(qt.name, "split", tuple(m.name for m in members), tuple(segs), qt.cols)
+                return RefView(qt.name, "split", tuple(e.name for e, _ in found), tuple(segs), qt.cols)
     for fused, members in FUSED_SPLITS.items():                  # candidate split, reference fused
         if leaf not in members:
             continue

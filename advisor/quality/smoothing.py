@@ -51,6 +51,7 @@ def folded_factors(ref: Checkpoint, cand: Checkpoint, modules: list[str]) -> dic
                 if a is not None and b is not None and a.shape == b.shape and not np.array_equal(a, b):
                     with np.errstate(divide="ignore", invalid="ignore"):
                         ratios[name] = np.where(a != 0, b / a, 1.0).astype(np.float32)
-            if ratios[name] is not None:
-                out[mod] = (ratios[name], name)
+            ratio = ratios[name]
+            if ratio is not None:
+                out[mod] = (ratio, name)
     return out

@@ -101,11 +101,12 @@ def judge(tensors: tuple[TensorResult, ...], checks: tuple[ScaleGroupCheck, ...]
                   "no fused NVFP4 groups" if not fused else "fused global scales NOT shared")
     what = f"{n} tensor(s), {' + '.join(formats)}"
     if broken:
-        return Verdict("broken", f"BROKEN: {broken[0].text}" + (f"; {len(broken) - 1} more problem(s)" if len(broken) > 1
-                                                                else ""), THRESHOLDS)
+        more = f"; {len(broken) - 1} more problem(s)" if len(broken) > 1 else ""
+        return Verdict("broken", f"BROKEN: {broken[0].text}" + more, THRESHOLDS)
     if degraded:
         return Verdict("degraded", f"DEGRADED: {degraded[0].text}" + (f"; {len(degraded) - 1} more"
                                                                       if len(degraded) > 1 else ""), THRESHOLDS)
+    assert worst is not None, "compare() refuses a candidate with no quantized tensors"
     return Verdict("ok", f"OK: {what} within {max(0.0, worst.excess_db):.2f} dB of round-to-nearest "
                          f"(median SNR {med:.1f} dB, worst {worst.name} {worst.snr_db:.1f} dB); {scale_text}; "
                          "no broken scale groups", THRESHOLDS)

@@ -63,8 +63,9 @@ class Report:
 
 @dataclass(frozen=True)
 class ReportInputs:
-    analysis: Any                     # advisor.analysis.Analysis
+    analysis: Any                     # advisor.services.analysis.Analysis
     header: Header
+    answer: Doc                       # the answer block first (advisor.services.answer.answer_doc)
     hardware: Hardware | None = None
     matrix: Any = None                # advisor.report.matrix.Matrix
     charts: tuple = ()                # advisor.doc.Chart for the main plan
@@ -82,12 +83,10 @@ FOLDED = ("Kernel path", "Derivations", "Hardware", "Checkpoint", "About this re
 def build_report(inputs: ReportInputs) -> Report:
     """The answer and the numbers first (what runs, how fast, the command), then the matrix and the
     predictions, then the evidence: kernel path, derivations, hardware, checkpoint, provenance."""
-    from advisor.answer import answer_doc
-
     a = inputs.analysis
     title = _title(a, inputs.hardware)
     blocks: list[Block] = [Heading(title)]
-    answer = answer_doc(a).blocks
+    answer = inputs.answer.blocks
     blocks += answer
     if a.explanation is not None and a.explanation.summary:
         blocks.append(Paragraph(a.explanation.summary, style="accent"))
@@ -105,8 +104,9 @@ def build_report(inputs: ReportInputs) -> Report:
         blocks += [Heading("Compatibility matrix", level=2),
                    Paragraph("Each row: the same checkpoint, explained and costed for that GPU and engine "
                              f"(workload {inputs.matrix.workload}, {inputs.matrix.gpus} card(s) per row). "
-                             "'runs' means every layer class has a working kernel; decode is one stream. Rows use the GPU "
-                             "table's figures (no probed power limit or calibration), so they compare like with like.",
+                             "'runs' means every layer class has a working kernel; decode is one stream. "
+                             "Rows use the GPU table's figures (no probed power limit or calibration), "
+                             "so they compare like with like.",
                              style="dim"),
                    *matrix_blocks(inputs.matrix)]
     if a.plan is not None:
@@ -136,7 +136,8 @@ def nest(doc: Doc, by: int = 1) -> Doc:
 
 def _title(a, hardware: Hardware | None) -> str:
     label = a.checkpoint.label if a.checkpoint is not None else "checkpoint"
-    where = hardware.selection.label if hardware is not None else (a.gpu.name if a.gpu is not None else a.selection.gpu_id)
+    where = (hardware.selection.label if hardware is not None
+             else a.gpu.name if a.gpu is not None else a.selection.gpu_id)
     return f"nvfp4-advisor report: {label} on {where} ({a.selection.engine})"
 
 
@@ -193,8 +194,9 @@ def hardware_payload(hw: Hardware | None, gpu) -> dict | None:
     probe = hw.probe if hw is not None else None
     used = set(sel.devices) if sel is not None else set()
     devices = [device_fingerprint(d) for d in (probe.devices if probe is not None else ()) if d.index in used]
-    topo = [{"a": l.a, "b": l.b, "link": l.description} for l in (probe.topology if probe is not None else ())
-            if l.a in used and l.b in used]
+    topo = [{"a": link.a, "b": link.b, "link": link.description}
+            for link in (probe.topology if probe is not None else ())
+            if link.a in used and link.b in used]
     keep = ("id", "name", "arch", "cc", "sm_count", "boost_clock_mhz", "memory_gb", "memory_type", "bandwidth_gbs",
             "l2_mb", "tdp_w", "nvlink_gbs", "peaks", "pcie_gen", "pcie_lanes", "confidence", "derived")
     sj = spec_json(spec)
@@ -318,8 +320,8 @@ def _split_plan_doc(doc: Doc) -> tuple[tuple[Block, ...], tuple[Block, ...]]:
     """(the answer part, the derivation part) of plan's Doc, cut at its first table of trade-offs,
     kernels or formulas; the heading (the report has its own) is dropped."""
     blocks = doc.blocks[1:]
-    cut = next((i for i, b in enumerate(blocks) if isinstance(b, Table) and (b.title or "").startswith(_DERIVATION_TABLES)),
-               len(blocks))
+    cut = next((i for i, b in enumerate(blocks)
+                if isinstance(b, Table) and (b.title or "").startswith(_DERIVATION_TABLES)), len(blocks))
     return blocks[:cut], blocks[cut:]
 
 

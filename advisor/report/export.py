@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from advisor import engines as engine_registry
+from advisor.doc import Doc
 from advisor.errors import AdvisorError
 from advisor.report.build import Extra, Hardware, Header, LaunchCommand, Report, ReportInputs, build_report
 from advisor.report.privacy import Scrubber
@@ -18,12 +20,13 @@ from advisor.report.privacy import Scrubber
 
 @dataclass(frozen=True)
 class ExportRequest:
-    analysis: Any                               # advisor.analysis.Analysis
+    analysis: Any                               # advisor.services.analysis.Analysis
     header: Header
     fmt: str                                    # md | json | html
+    answer: Doc                                 # the answer block (advisor.services.answer.answer_doc)
     hardware: Hardware | None = None
     compare: Sequence = ()                      # GpuSpecs for the matrix (empty: no matrix)
-    engines: tuple[str, ...] = ("vllm",)        # matrix engines (E or E@VERSION)
+    engines: tuple[str, ...] = (engine_registry.DEFAULT,)   # matrix engines (E or E@VERSION)
     launch: tuple[LaunchCommand, ...] = ()
     extras: tuple[Extra, ...] = ()
     calibration: Any = None                     # what the plan used (the decode-vs-batch chart uses it too)
@@ -42,15 +45,15 @@ def make_report(req: ExportRequest) -> Report:
 
         matrix = compute_matrix(a.checkpoint, list(req.compare), req.engines, count=a.selection.gpus,
                                 workload=a.selection.workload)
-    charts = ()
+    charts: tuple = ()
     if a.plan is not None:
         charts = plan_charts(a.checkpoint, a.explanation, a.gpu, a.plan, calibration=req.calibration,
                              overrides=req.overrides)
     assumed = tuple(dict.fromkeys((c.engine, c.engine_version) for c in (matrix.cells if matrix else ())
                                   if c.engine_version))
     report = build_report(ReportInputs(
-        analysis=a, header=req.header, hardware=req.hardware, matrix=matrix, charts=charts, launch=req.launch,
-        extras=req.extras, engines_assumed=assumed, scrubber=req.scrubber))
+        analysis=a, header=req.header, answer=req.answer, hardware=req.hardware, matrix=matrix, charts=charts,
+        launch=req.launch, extras=req.extras, engines_assumed=assumed, scrubber=req.scrubber))
     problems = schema_errors(report.data)
     if problems:                       # a report that breaks its own schema is a bug: say so, write nothing
         raise AdvisorError(f"internal error: the report does not match its schema ({problems[0]})")

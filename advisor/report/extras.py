@@ -8,7 +8,10 @@ launchers.report.kernel_check_doc in the report command.
 
 from __future__ import annotations
 
-from advisor.doc import Bullets, Doc, KeyValues, Paragraph, Table, na
+from collections.abc import Mapping
+
+from advisor.checkpoint.model import Scheme
+from advisor.doc import Block, Bullets, Doc, KeyValues, Paragraph, Table, na
 from advisor.jsonout import to_jsonable
 from advisor.report.build import Extra
 
@@ -22,7 +25,7 @@ def calibration_extra(cal) -> Extra:
         pairs.append(("shape (K x N)", f"{cal.shape[0]} x {cal.shape[1]}"))
     if cal.software:
         pairs.append(("software", ", ".join(f"{k} {v}" for k, v in sorted(cal.software.items()))))
-    blocks = [KeyValues(tuple(pairs))]
+    blocks: list[Block] = [KeyValues(tuple(pairs))]
     classes = sorted(set(cal.kernel_bandwidth_eff) | set(cal.dequant_overhead))
     if classes:
         blocks.append(Table(("kernel class", "bandwidth efficiency (M=1)", "dequant overhead (large M)"),
@@ -82,7 +85,7 @@ def benchmark_extra(measured: dict, verdicts) -> Extra:
                  {"measured": dict(measured), "verdicts": data})
 
 
-def quality_extra(weights, outputs, scheme_shares: dict[str, float]) -> Extra:
+def quality_extra(weights, outputs, scheme_shares: Mapping[Scheme, float]) -> Extra:
     """Measured quality (advisor.quality.evidence records read from `quality --json` and `bench
     --reference-url --json` files): evidence per format, the weight verdicts, the output agreement."""
     from advisor.quality.evidence import evidence_doc, per_format

@@ -72,7 +72,7 @@ def to_markdown(doc: d.Doc) -> str:
             out += _table((b.x_label, *(s.label for s in b.series)), rows)
         elif isinstance(b, d.Heatmap):
             out.append(f"**{_t(b.title)}**" + (f" ({_t(b.unit)})" if b.unit else "") + "\n")
-            rows = [(label, *("✗" if v is None else _num(v) for v in vals))
+            rows = [[label, *("✗" if v is None else _num(v) for v in vals)]
                     for label, vals in zip(b.row_labels, b.values)]
             out += _table(("", *b.col_labels), rows)
         out.append("")

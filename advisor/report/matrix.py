@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from advisor import engines as engine_registry
 from advisor.doc import Block, Heatmap, Table, na
 from advisor.errors import AdvisorError
 
@@ -92,7 +93,7 @@ def primary_decision(explanation, checkpoint=None):
     return explanation.decisions[0] if explanation.decisions else None
 
 
-def compute_matrix(checkpoint, gpus: Sequence, engines: Iterable[str] = ("vllm",), *, count: int = 1,
+def compute_matrix(checkpoint, gpus: Sequence, engines: Iterable[str] = (engine_registry.DEFAULT,), *, count: int = 1,
                    workload=None, options=None, overrides=None, calibrations: dict | None = None) -> Matrix:
     """explain + make_plan for every GPU spec in ``gpus`` x engine (``E`` or ``E@VERSION``).
 
@@ -133,7 +134,7 @@ def _explain_all(checkpoint, spec: str, gpus: Sequence, count: int, options):
     from advisor.cost.engine_profile import load_engine_memory
     from advisor.kernel_path.explain import explain_all_gpus
     from advisor.kernel_path.options import InstallOptions
-    from advisor.kernel_path.rules import parse_engine_spec
+    from advisor.kernel_path.rule_versions import parse_engine_spec
 
     base = options or InstallOptions()
     try:

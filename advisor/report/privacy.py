@@ -2,8 +2,8 @@
 
 A report is pasted into issues and wikis. Secrets (API keys, hub tokens: given by the caller, plus
 token-shaped strings) become ``***``; host identifiers (GPU UUIDs) and host-specific path prefixes
-(the home directory, the working directory, the install location) become short placeholders. Applied to the finished Doc and JSON data, so no
-section can leak what another section forgot to clean.
+(the home directory, the working directory, the install location) become short placeholders. Applied to
+the finished Doc and JSON data, so no section can leak what another section forgot to clean.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from advisor.doc import Doc
 from advisor.redact import env_secrets, redact
@@ -19,6 +19,13 @@ from advisor.redact import env_secrets, redact
 
 # NVIDIA device UUIDs (GPU-… / MIG-…): they identify one physical card, i.e. one host.
 _UUID_RE = re.compile(r"\b(?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\b")
+
+
+def _literal(text: str) -> Callable[[re.Match[str]], str]:
+    """A re.sub replacement that inserts `text` as is (a string replacement would expand its backslashes)."""
+    return lambda _m: text
+
+
 UUID_PLACEHOLDER = "<gpu-uuid>"
 
 
@@ -33,14 +40,13 @@ class Scrubber:
              cwd: str | None = None, identifiers=(), elsewhere=()) -> "Scrubber":
         """``elsewhere``: folders the report names that lie outside home and the working folder
         (where a checkpoint or the report itself sits): they become ``<dir>``."""
-        paths: dict[str, str] = {}
+        placeholders: dict[str, str] = {}
         for prefix, placeholder in ((install_dir, "<nvfp4-advisor>"), (cwd, "."), (home, "~"),
                                     *((d, "<dir>") for d in elsewhere)):
             prefix = (prefix or "").rstrip("/")
             if len(prefix) > 1:
-                paths.setdefault(prefix, placeholder)
-        paths = list(paths.items())
-        paths.sort(key=lambda p: -len(p[0]))
+                placeholders.setdefault(prefix, placeholder)
+        paths = sorted(placeholders.items(), key=lambda p: -len(p[0]))
         return Scrubber(tuple(s for s in secrets if s), tuple(paths),
                         tuple(sorted({i for i in identifiers if i and len(i) >= 8}, key=len, reverse=True)))
 
@@ -51,7 +57,7 @@ class Scrubber:
         s = _UUID_RE.sub(UUID_PLACEHOLDER, s)
         for prefix, placeholder in self.paths:
             if prefix in s:   # whole path components only: /home/al must not eat /home/alice
-                s = re.sub(re.escape(prefix) + r"(?![\w.-])", lambda _m, p=placeholder: p, s)
+                s = re.sub(re.escape(prefix) + r"(?![\w.-])", _literal(placeholder), s)
         return s
 
     def tree(self, obj: Any) -> Any:

@@ -90,7 +90,8 @@ def chart_svg(chart: Chart, width: int = 720, height: int = 300) -> str:
         x = px(xv)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{mt}" y2="{mt + ph}" stroke="#f3f4f6"/>')
         parts.append(f'<text x="{x:.1f}" y="{mt + ph + 16}" text-anchor="middle" class="tick">{_fmt(xv)}</text>')
-    parts.append(f'<text x="{ml + pw / 2}" y="{height - 6}" text-anchor="middle" class="axis">{escape(chart.x_label)}</text>')
+    parts.append(f'<text x="{ml + pw / 2}" y="{height - 6}" text-anchor="middle" class="axis">'
+                 f'{escape(chart.x_label)}</text>')
     parts.append(f'<text x="14" y="{mt + ph / 2}" text-anchor="middle" class="axis" '
                  f'transform="rotate(-90 14 {mt + ph / 2})">{escape(chart.y_label)}</text>')
     lx = ml + pw + 14
@@ -115,7 +116,8 @@ def heat_color(v: float | None, lo: float, hi: float) -> str:
     'cannot run'."""
     if v is None:
         return "#e5e7eb"
-    f = 0.0 if hi <= lo else (math.log(max(v, 1e-9)) - math.log(max(lo, 1e-9))) / (math.log(hi) - math.log(max(lo, 1e-9)))
+    low = math.log(max(lo, 1e-9))
+    f = 0.0 if hi <= lo else (math.log(max(v, 1e-9)) - low) / (math.log(hi) - low)
     f = min(1.0, max(0.0, f))
     return f"hsl({f * 125:.0f},70%,{80 - 8 * f:.0f}%)"
 

@@ -3,11 +3,50 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Callable, Iterator, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.widgets import Select
+
+from advisor.tui.panes.cost import CostPane
+from advisor.tui.panes.explain import ExplainPane
+from advisor.tui.panes.hardware import HardwarePane
+from advisor.tui.panes.pane import AdvisorHost
+from advisor.tui.tabs import TABS
 
 
-def _on_tab(app, tab: str, action):
+class PaletteHost(AdvisorHost, Protocol):
+    """The app as the palette uses it: the panes with pickers and every action (AdvisorApp)."""
+
+    @property
+    def hardware_pane(self) -> HardwarePane: ...
+
+    @property
+    def explain_pane(self) -> ExplainPane: ...
+
+    @property
+    def cost_pane(self) -> CostPane: ...
+
+    def action_show_tab(self, tab: str) -> None: ...
+
+    def action_launch(self) -> None: ...
+
+    def action_export(self, fmt: str) -> None: ...
+
+    def action_toggle_theme(self) -> None: ...
+
+    def save_launch_profile(self) -> None: ...
+
+    def stop_server(self) -> None: ...
+
+    def run_bench(self) -> None: ...
+
+    def run_microbench(self) -> None: ...
+
+    def run_probe(self) -> None: ...
+
+
+def _on_tab(app: PaletteHost, tab: str, action: Callable[[], object]) -> Callable[[], None]:
     """An action run where its result shows: the palette closes onto that tab."""
     def run() -> None:
         app.action_show_tab(tab)
@@ -16,25 +55,25 @@ def _on_tab(app, tab: str, action):
     return run
 
 
+def _choose(select: Select, value: str) -> None:
+    select.value = value        # its Changed message re-plans
+
+
 class AdvisorCommands(Provider):
-    def _commands(self):
-        app = self.app
-        tabs = [("Show GPU / hardware", "hardware"), ("Show checkpoint", "checkpoint"),
-                ("Show kernel path (explain)", "explain"), ("Show cost and tuning", "cost"),
-                ("Show launch", "launch"), ("Show benchmark", "bench"),
-                ("Show microbenchmarks", "microbench"), ("Show export", "export")]
-        for title, tab in tabs:
-            yield title, partial(app.action_show_tab, tab), f"switch to the {tab} tab"
-        for demo in getattr(app, "demos", ()):
+    def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = cast(PaletteHost, self.app)
+        for tab in TABS:
+            yield tab.palette, partial(app.action_show_tab, tab.id), f"switch to the {tab.id} tab"
+        for demo in app.demos:
             yield f"Load demo {demo}", partial(app.action_load_checkpoint, f"demo:{demo}"), "bundled demo checkpoint"
-        for label, value in getattr(app, "engine_choices", ()):
-            yield f"Engine: {label}", partial(app.query_one("#engine-select").__setattr__, "value", value), \
+        for label, value in app.engine_choices:
+            yield f"Engine: {label}", partial(_choose, app.explain_pane.engine_select, value), \
                 "explain/plan with this engine's rules"
-        for w in getattr(app, "workloads", ()):
-            yield f"Workload: {w}", partial(app.query_one("#workload-select").__setattr__, "value", w), \
+        for w in app.workloads:
+            yield f"Workload: {w}", partial(_choose, app.cost_pane.workload_select, w), \
                 "plan and tune for this workload"
-        for label, gpu_id in getattr(app, "gpu_choices", ()):
-            yield f"GPU: {label}", partial(app.query_one("#gpu-select").__setattr__, "value", gpu_id), \
+        for label, gpu_id in app.gpu_choices:
+            yield f"GPU: {label}", partial(_choose, app.hardware_pane.gpu_select, gpu_id), \
                 "plan for this card (what-if)"
         yield "Launch server", app.action_launch, "start the generated serve command"
         yield "Save launch profile", _on_tab(app, "launch", app.save_launch_profile), \

@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from advisor.cli import renderables
 from advisor.doc import Chart, Doc, Paragraph
+from advisor.rich_render import renderables
 
 
 def _plot(chart: Chart):

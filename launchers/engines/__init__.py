@@ -1,23 +1,19 @@
-"""Command generators, one module per engine. ``build_command`` is the single entry point."""
+"""Command generators, one module per engine. ``build_command`` is the single entry point; the engine's
+module is the one its registry entry names (advisor.engines: EngineSpec.launcher)."""
 
 from __future__ import annotations
 
 import importlib
 
+from advisor import engines
 from advisor.errors import UsageError
 from launchers.command import LaunchCommand
-from launchers.settings import ENGINES, SPEC_METHODS, ServeSettings
+from launchers.settings import SPEC_METHODS, ServeSettings
 from launchers.versions import DetectedVersion, resolve
-
-_MODULES = {
-    "vllm": "vllm", "sglang": "sglang", "fastllm": "fastllm", "llamacpp": "llamacpp",
-    "trtllm": "trtllm", "transformers": "transformers_serve",
-}
 
 
 def _validate(s: ServeSettings) -> None:
-    if s.engine not in ENGINES:
-        raise UsageError(f"unknown engine {s.engine!r}; choose one of {', '.join(ENGINES)}")
+    engines.get(s.engine)          # an unknown engine: a usage error naming the choices
     if s.host not in ("127.0.0.1", "localhost", "::1"):
         raise UsageError(f"refusing to bind {s.host}: the advisor launches servers on 127.0.0.1 only")
     if not (0 < s.port < 65536):
@@ -31,7 +27,8 @@ def _validate(s: ServeSettings) -> None:
         raise UsageError("max batch must be at least 1")
     if s.speculative is not None:
         if s.speculative.method not in SPEC_METHODS:
-            raise UsageError(f"unknown speculative method {s.speculative.method!r}; choose one of {', '.join(SPEC_METHODS)}")
+            raise UsageError(f"unknown speculative method {s.speculative.method!r}; "
+                             f"choose one of {', '.join(SPEC_METHODS)}")
         if s.speculative.draft_tokens < 1:
             raise UsageError("draft tokens must be at least 1")
     if s.nodes > 1 and not s.head_address:
@@ -44,5 +41,5 @@ def build_command(settings: ServeSettings, detected: DetectedVersion | None = No
     """argv + env + files for ``settings``, using the flag set of the targeted engine version."""
     _validate(settings)
     version, note = resolve(settings.engine, settings.version, detected)
-    mod = importlib.import_module(f"{__name__}.{_MODULES[settings.engine]}")
+    mod = importlib.import_module(engines.get(settings.engine).launcher)
     return mod.build(settings, version, note)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from advisor.engine_flags import chat_template_args, context_args, fastllm_speculative_args
+from advisor.engines.fastllm import fastllm_speculative_args
+from advisor.engines.flags import chat_template_args, context_args, eager_env, prefix_cache_args
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -61,8 +62,7 @@ def build(s, version, note) -> LaunchCommand:
     elif s.chunked_prefill == 0:
         notes.append("FastLLM has no switch to disable chunked prefill; the model default is kept")
     argv += context_args("fastllm", s.max_model_len)
-    if s.prefix_caching is not None:
-        argv += ["--prefix_cache", "true" if s.prefix_caching else "false"]
+    argv += prefix_cache_args("fastllm", s.prefix_caching)
     if s.speculative:
         sp = s.speculative
         if sp.method not in ("mtp", "dflash", "dspark"):
@@ -80,7 +80,7 @@ def build(s, version, note) -> LaunchCommand:
         notes.append("the API key is passed on the command line: other users of this machine can see it "
                      "in the process list")
     if not s.cuda_graphs:
-        env.append(("FASTLLM_CUDA_GRAPH", "0"))
+        env += eager_env("fastllm")
     argv += ["--startup-progress", "ndjson"]
     notes.append("stdin must be /dev/null: on a fatal error FastLLM prints 'FastLLM Error:' and waits for a key, "
                  "then exits 0 (judge readiness by /v1/models, not the exit code)")

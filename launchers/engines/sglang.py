@@ -3,8 +3,8 @@ engines-launch.md §1)."""
 
 from __future__ import annotations
 
-from advisor.engine_flags import (SGLANG_BLOCK_DRAFTERS, SGLANG_NEEDS_DRAFT, SGLANG_SPEC, chat_template_args,
-                                  context_args, sglang_speculative_args)
+from advisor.engines.flags import chat_template_args, context_args, prefix_cache_args
+from advisor.engines.sglang import SGLANG_BLOCK_DRAFTERS, SGLANG_NEEDS_DRAFT, SGLANG_SPEC, sglang_speculative_args
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -23,7 +23,8 @@ G_DFLASH = Gate("--speculative-algorithm DFLASH", since="0.5.13", source="srt/ar
 G_DSPARK = Gate("--speculative-algorithm DSPARK", since="0.5.23", source="srt/arg_groups/fields/spec.py:31@0.5.23")
 # The decode/prefill split of the CUDA-graph batch flag: absent in 0.5.13, present in 0.5.16.
 NEW_GRAPH_FLAGS = "0.5.16"
-G_GRAPH_BACKEND = Gate("--cuda-graph-backend-decode", since="0.5.23", source="srt/arg_groups/fields/exec_.py:606-648@0.5.23")
+G_GRAPH_BACKEND = Gate("--cuda-graph-backend-decode", since="0.5.23",
+                       source="srt/arg_groups/fields/exec_.py:606-648@0.5.23")
 REMOVED = (
     Gate("--cuda-graph-max-bs", until=NEW_GRAPH_FLAGS, source="cuda_graph_max_bs field absent in 0.5.16 and 0.5.23",
          hint="use --cuda-graph-max-bs-decode (argparse otherwise exits 2: 'ambiguous option')"),
@@ -82,8 +83,7 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--fp4-gemm-backend", s.linear_backend]
     if s.moe_backend:
         argv += ["--moe-runner-backend", s.moe_backend]
-    if s.prefix_caching is False:
-        argv += ["--disable-radix-cache"]
+    argv += prefix_cache_args("sglang", s.prefix_caching)
     argv += chat_template_args("sglang", s.chat_template)
     if s.api_key:
         argv += ["--api-key", s.api_key]

@@ -22,7 +22,8 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--continuous-batching"]
         notes.append("--continuous-batching serves concurrent requests together (first request warms up slowly)")
     if s.kv_cache_dtype != "auto" or s.memory_share is not None:
-        notes.append("transformers serve ignores KV dtype and memory share: it is a reference for HTTP behaviour, not speed")
+        notes.append("transformers serve ignores KV dtype and memory share: it is a reference for HTTP behaviour, "
+                     "not speed")
     argv += list(s.extra_args)
     env = [("HF_HUB_OFFLINE", "1")] + visible_devices(s) + list(s.extra_env)
     return LaunchCommand(settings=s, version=version, version_note=note, argv=tuple(argv), env=tuple(env),

@@ -58,10 +58,11 @@ def build(s, version, note) -> LaunchCommand:
             raise Unsupported(f"trtllm-serve: speculative method {sp.method!r} is not generated (eagle3, mtp, ngram)")
     if not s.cuda_graphs:
         extra["cuda_graph_config"] = None
-    files = ()
+    files: tuple[GeneratedFile, ...] = ()
     if extra:
         argv += ["--extra_llm_api_options", CONFIG_FILE]
-        files = (GeneratedFile(CONFIG_FILE, yaml.safe_dump(extra, sort_keys=False), "LLM API options (KV, speculation, graphs)"),)
+        files = (GeneratedFile(CONFIG_FILE, yaml.safe_dump(extra, sort_keys=False),
+                               "LLM API options (KV, speculation, graphs)"),)
     argv += list(s.extra_args)
     env = visible_devices(s) + list(s.extra_env)
     return LaunchCommand(settings=s, version=version, version_note=note, argv=tuple(argv), env=tuple(env),

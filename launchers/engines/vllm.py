@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from advisor.engine_flags import VLLM_NEEDS_DRAFT, VLLM_SPEC, chat_template_args, context_args, vllm_speculative_config
+from advisor.engines.flags import chat_template_args, context_args, prefix_cache_args
+from advisor.engines.vllm import VLLM_NEEDS_DRAFT, VLLM_SPEC, vllm_speculative_config
 from launchers.cluster import ray_steps
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
@@ -29,7 +30,8 @@ REMOVED = (Gate("--calculate-kv-scales", until="0.33.0", source="PR vllm#49389",
 
 def build(s, version, note) -> LaunchCommand:
     argv = ["vllm", "serve", s.model, "--host", s.host, "--port", str(s.port)]
-    notes, warnings = [], []
+    notes: list[str] = []
+    warnings: list[str] = []
     if s.served_model_name:
         argv += ["--served-model-name", s.served_model_name]
     argv += ["--tensor-parallel-size", str(s.tp)]
@@ -59,15 +61,12 @@ def build(s, version, note) -> LaunchCommand:
     if s.moe_backend:
         require("vllm", version, G_MOE)
         argv += ["--moe-backend", s.moe_backend]
-    if s.prefix_caching is True:
-        argv += ["--enable-prefix-caching"]
-    elif s.prefix_caching is False:
-        argv += ["--no-enable-prefix-caching"]
+    argv += prefix_cache_args("vllm", s.prefix_caching)
     argv += chat_template_args("vllm", s.chat_template)
     if not s.cuda_graphs:
         argv += ["--enforce-eager"]
         notes.append("--enforce-eager turns off CUDA graphs and torch.compile (vllm/config/model.py:276-283@0.33.0)")
-    steps = ()
+    steps: tuple = ()
     if s.nodes > 1:
         argv += ["--distributed-executor-backend", "ray"]
         steps = ray_steps(s)

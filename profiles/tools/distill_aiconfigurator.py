@@ -39,7 +39,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from advisor.cost.efficiency import FP16_FLOP_PER_CLK_SM, PEAK_UPPER_BOUND  # noqa: E402  (pure modules)
+from advisor.cost.gpu_efficiency import FP16_FLOP_PER_CLK_SM, PEAK_UPPER_BOUND  # noqa: E402  (pure modules)
 # Byte and peak conventions: one definition, shared with the runtime that reads these tables.
 from advisor.cost.measured_tables import (ACT_BYTES, KV_BYTES, PACKAGE, PACKAGE_VERSION, PEAK_KEY,  # noqa: E402
                                           SCHEMA, WEIGHT_BYTES)
@@ -214,7 +214,8 @@ def _gemm_row(root, f, system, ref, engine, kernel, dtype, d) -> dict:
 
 # ---------------------------------------------------------------- MoE
 def moe_roofline(d: pd.DataFrame, ref: dict, dtype: str, gated: bool) -> np.ndarray:
-    tokens, hidden, topk, experts = (d[c].to_numpy(dtype=float) for c in ("num_tokens", "hidden_size", "topk", "num_experts"))
+    tokens, hidden, topk, experts = (d[c].to_numpy(dtype=float)
+                                     for c in ("num_tokens", "hidden_size", "topk", "num_experts"))
     inter = d.inter_size.to_numpy(dtype=float) / d.moe_tp_size.to_numpy(dtype=float)
     mats = 3 if gated else 2
     touched = np.minimum(experts, tokens * topk)          # balanced routing: distinct experts hit
@@ -295,7 +296,8 @@ def distill_allreduce(root: Path, refs: dict) -> list[dict]:
                 keep = (nbytes & (nbytes - 1)) == 0
                 d, nbytes = d[keep], nbytes[keep]
                 order = np.argsort(nbytes)
-                rows.append({"system": system, "engine": engine, "version": f.parent.name, "mode": mode, "tp": int(tp), "src": rel(root, f),
+                rows.append({"system": system, "engine": engine, "version": f.parent.name, "mode": mode, "tp": int(tp),
+                             "src": rel(root, f),
                              "log2_bytes": [int(math.log2(b)) for b in nbytes[order]],
                              "us": [sig(x * 1e3, 3) for x in d.latency.to_numpy()[order]]})
     return rows
@@ -303,7 +305,7 @@ def distill_allreduce(root: Path, refs: dict) -> list[dict]:
 
 # ---------------------------------------------------------------- attention
 def distill_attention(root: Path, refs: dict) -> dict[str, list[dict]]:
-    out = {"decode": [], "context": []}
+    out: dict[str, list[dict]] = {"decode": [], "context": []}
     for system, ref in refs.items():
         for engine in ENGINES:
             for phase, table in (("decode", "generation_attention_perf"), ("context", "context_attention_perf")):
@@ -354,12 +356,12 @@ def sample_rows(root: Path) -> dict[str, list]:
     out: dict[str, list] = {}
     for system in SYSTEMS:
         for engine in ENGINES:
-            for f, df in newest_per_dtype(root, system, "gemm", engine, "gemm_perf", "gemm_dtype"):
+            for _f, df in newest_per_dtype(root, system, "gemm", engine, "gemm_perf", "gemm_dtype"):
                 df = df[df.m.isin(SAMPLE_M) & df.n.isin(SAMPLE_NK) & df.k.isin(SAMPLE_NK)]
                 df = df[[(engine, d) not in EAGER_GEMM and d in WEIGHT_BYTES for d in df.gemm_dtype]]
                 out.setdefault(f"gemm/{system}/{engine}", []).extend(
                     df[["kernel_source", "gemm_dtype", "m", "n", "k", "latency"]].values.tolist())
-            for f, df in newest_per_dtype(root, system, "moe", engine, "moe_perf", "moe_dtype"):
+            for _f, df in newest_per_dtype(root, system, "moe", engine, "moe_perf", "moe_dtype"):
                 df = df[(df.moe_ep_size == 1) & (df.moe_tp_size == 1) & (df.distribution == "balanced")
                         & df.num_tokens.isin(SAMPLE_M) & df.moe_dtype.isin(list(WEIGHT_BYTES))]
                 out.setdefault(f"moe/{system}/{engine}", []).extend(
@@ -379,8 +381,10 @@ NOTES = {
     "gemm": ("t = floor_us + roofline / e, roofline = max((N*K*weight_bytes + M*K*act_bytes + 2*M*N) / bandwidth, "
              "2*M*N*K / peak) with the system's figures in systems.json; e per M (rows) and log2(N*K) rounded to "
              "an even number (columns); act_bytes = 2, or 4 for FP8/INT8 activations and 3.125 for NVFP4 (the quantize "
-             "pass writes the quantized copy, the GEMM reads it); median over the measured shapes with N, K >= 128; floor_us per M = the "
-             "median of time - roofline over the shapes with N*K <= 2^20 (the fixed cost of a call). Timed as the engine's Linear module under CUDA graphs (activation quantization included). "
+             "pass writes the quantized copy, the GEMM reads it); median over the measured shapes with N, K >= 128; "
+             "floor_us per M = the "
+             "median of time - roofline over the shapes with N*K <= 2^20 (the fixed cost of a call). "
+             "Timed as the engine's Linear module under CUDA graphs (activation quantization included). "
              "vLLM fp8_block is left out: the collector times it eagerly (host dispatch, not the served kernel)."),
     "moe": ("t = fixed_us(T) + roofline / e(T) per token count T, fitted by least squares over the measured "
             "shapes (expert-parallel 1; moe_tp splits the intermediate size); roofline = max(touched experts' "

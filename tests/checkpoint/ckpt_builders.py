@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from safetensors.torch import save_file  # noqa: E402
 
-H, I, HEADS, KVH, HD, V, L = 128, 256, 4, 2, 32, 512, 2
+H, I, HEADS, KVH, HD, V, L = 128, 256, 4, 2, 32, 512, 2   # noqa: E741 (I: intermediate size, as in the configs)
 
 LLAMA_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H, "intermediate_size": I,

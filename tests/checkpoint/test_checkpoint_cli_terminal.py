@@ -15,7 +15,8 @@ from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.checkpoint.model import ModuleGroup
 from advisor.checkpoint.report import _layers_text, compact_bytes, human_bytes, to_doc
 from advisor.checkpoint.schemes import BF16, NO_ACT
-from advisor.cli import main, renderables
+from advisor.cli import main
+from advisor.rich_render import renderables
 from advisor.doc import Bullets, Table
 from tests.conftest import ROOT
 

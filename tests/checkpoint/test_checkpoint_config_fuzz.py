@@ -30,7 +30,8 @@ _QC = st.fixed_dictionaries({
                                      "weird"]) | _json,
 }, optional={
     "config_groups": st.dictionaries(st.text(max_size=4), st.fixed_dictionaries({}, optional={
-        "targets": st.lists(st.sampled_from(["Linear", "re:.*", "re:[", "lm_head", "model.layers.0.mlp.up_proj"])) | _json,
+        "targets": st.lists(st.sampled_from(["Linear", "re:.*", "re:[", "lm_head", "model.layers.0.mlp.up_proj"]))
+                   | _json,
         "weights": st.fixed_dictionaries({}, optional={"num_bits": st.integers(-1, 9) | _json,
                                                         "type": st.sampled_from(["int", "float"]) | _json,
                                                         "group_size": st.integers(-1, 64) | _json,

@@ -32,7 +32,8 @@ EXPECTED = {
 }
 MO_ALGO = {"FP8": "W8A8-FP8", "NVFP4": "W4A4-NVFP4", "W4A16_NVFP4": "W4A16-NVFP4", "W4A16_AWQ": "W4A16-INT4"}
 # compressed-tensors group -> (weight bits, activation bits or 16)
-WEIGHT_DTYPES = {"nvfp4": {"U8"}, "mxfp4": {"U8"}, "fp8_e4m3": {"F8_E4M3"}, "int8": {"I8", "I32"}, "int4": {"I32", "U8"}}
+WEIGHT_DTYPES = {"nvfp4": {"U8"}, "mxfp4": {"U8"}, "fp8_e4m3": {"F8_E4M3"}, "int8": {"I8", "I32"},
+                 "int4": {"I32", "U8"}}
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""ModelOpt exclude_modules, prepared once per list (quant_config._excluder), decides exactly as the
+"""ModelOpt exclude_modules, prepared once per list (quant_modelopt._excluder), decides exactly as the
 per-pattern fnmatch loop of vllm modelopt.py is_layer_excluded: the name itself, a parent of it, or a
 wildcard match."""
 
@@ -8,7 +8,7 @@ import fnmatch
 
 import pytest
 
-from advisor.checkpoint.quant_config import _excluder
+from advisor.checkpoint.quant_modelopt import _excluder
 
 NAMES = ["lm_head", "model.embed_tokens", "model.layers.0.mlp.gate", "model.layers.0.mlp.gate_proj",
          "model.layers.10.mlp.gate", "model.layers.1.self_attn.q_proj", "mtp.layers.0.mlp.experts.3.up_proj",

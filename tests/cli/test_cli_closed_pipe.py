@@ -23,8 +23,9 @@ def _run_with_closed_stdout(*args: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.wait(timeout=100), "", err)
 
 
-@pytest.mark.parametrize("args", [("gpus",), ("gpus", "--json"), ("explain", "demo:qwen3-8b-nvfp4", "--gpu", "rtx-3090"),
-                                  ()], ids=["rich", "json", "explain", "piped-default"])
+@pytest.mark.parametrize("args", [("gpus",), ("gpus", "--json"),
+                                  ("explain", "demo:qwen3-8b-nvfp4", "--gpu", "rtx-3090"), ()],
+                         ids=["rich", "json", "explain", "piped-default"])
 def test_closed_pipe_is_not_a_failure(args):
     res = _run_with_closed_stdout(*args)
     assert res.returncode == 0, res.stderr

@@ -46,7 +46,7 @@ def test_gpu_auto_still_needs_a_probed_card(command, capsys):
 
 
 def test_tui_and_piped_answer_use_the_same_card():
-    from advisor import views
+    from advisor.services import views
 
     assert views.DEFAULT_GPU == WHAT_IF_GPU
     assert views.default_gpu_id(views.gpu_choices()) == get_gpu(WHAT_IF_GPU).id

@@ -93,7 +93,8 @@ def test_setup_hides_pip_noise_and_prints_one_line_per_phase(tmp_path):
     script = (ROOT / ".ci" / "dev").read_text()
     helper = script[script.index("phase() {"):script.index("\nmk_main()")]
     noisy = ("echo 'Collecting textual>=0.80'; echo 'Installing collected packages: textual'; "
-             "echo '!!' >&2; echo '        ********************************************************************************' >&2; "
+             "echo '!!' >&2; "
+             "echo '        ********************************************************************************' >&2; "
              "echo '        Editable installation: setuptools ...' >&2")
     prog = f"set -euo pipefail\nLOG={tmp_path}/log\n{helper}\nphase 'installing things' sh -c \"{noisy}\"\n" \
            "phase 'second step' true\n"

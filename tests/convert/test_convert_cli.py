@@ -74,7 +74,8 @@ def test_layout_groups_and_kept_tensors(tmp_path):
     p = "model.language_model.layers"
     # kept in BF16, unchanged bytes
     for name in ("lm_head.weight", "model.language_model.embed_tokens.weight", f"{p}.0.linear_attn.conv1d.weight",
-                 f"{p}.0.mlp.gate.weight", f"{p}.0.mlp.shared_expert_gate.weight", "model.visual.blocks.0.attn.qkv.weight",
+                 f"{p}.0.mlp.gate.weight", f"{p}.0.mlp.shared_expert_gate.weight",
+                 "model.visual.blocks.0.attn.qkv.weight",
                  "mtp.layers.0.mlp.up_proj.weight", f"{p}.0.linear_attn.in_proj_a.weight",
                  f"{p}.0.linear_attn.in_proj_b.weight", "model.language_model.norm.weight"):
         assert out.tensors[name].dtype == "BF16", name
@@ -96,7 +97,8 @@ def test_layout_groups_and_kept_tensors(tmp_path):
     # layout: U8 [N, K/2], F8_E4M3 [N, K/16], F32 scalar; weight-only has no input_scale
     w = out.tensors[qkv + ".weight"]
     assert (w.dtype, w.shape) == ("U8", (96, H // 2))
-    assert (out.tensors[qkv + ".weight_scale"].dtype, out.tensors[qkv + ".weight_scale"].shape) == ("F8_E4M3", (96, H // 16))
+    scales = out.tensors[qkv + ".weight_scale"]
+    assert (scales.dtype, scales.shape) == ("F8_E4M3", (96, H // 16))
     assert (out.tensors[qkv + ".weight_scale_2"].dtype, out.tensors[qkv + ".weight_scale_2"].shape) == ("F32", ())
     assert not any(n.endswith("input_scale") for n in out.tensors)
     # the nibbles decode to the block-wise nearest values: element 2j is the low nibble
@@ -111,7 +113,8 @@ def test_layout_groups_and_kept_tensors(tmp_path):
     hq = json.loads((tmp_path / "out" / "hf_quant_config.json").read_text())["quantization"]
     assert hq["quant_algo"] == "W4A16_NVFP4" and hq["group_size"] == 16
     assert "lm_head" in hq["exclude_modules"] and "mtp*" in hq["exclude_modules"]
-    assert json.loads((tmp_path / "out" / "config.json").read_text())["quantization_config"]["ignore"] == hq["exclude_modules"]
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["quantization_config"]["ignore"] == hq["exclude_modules"]
     assert res.plan.groups and len(res.files) >= 3
 
 
@@ -190,7 +193,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
     quantized = write_checkpoint(tmp_path / "quantized", good, {**cfg, "quantization_config": {"quant_method": "fp8"}})
     cases["already quantized"] = quantized
     nan = dict(good)
-    nan["model.language_model.layers.1.self_attn.v_proj.weight"] = nan["model.language_model.layers.1.self_attn.v_proj.weight"].clone()
+    v_proj = "model.language_model.layers.1.self_attn.v_proj.weight"
+    nan[v_proj] = nan[v_proj].clone()
     nan["model.language_model.layers.1.self_attn.v_proj.weight"][0, 0] = float("inf")
     cases["inf or NaN"] = write_checkpoint(tmp_path / "nan", nan, cfg)
     shard_missing = write_checkpoint(tmp_path / "shardmissing", good, cfg, shards=2)
@@ -299,7 +303,7 @@ def test_output_loads_with_the_safetensors_library(tmp_path):
             for name in f.keys():
                 t = f.get_tensor(name)
                 e = out.tensors[name]
-                raw = t.view(torch.uint8).numpy().tobytes() if t.dim() else t.reshape(1).view(torch.uint8).numpy().tobytes()
+                raw = (t if t.dim() else t.reshape(1)).view(torch.uint8).numpy().tobytes()
                 assert raw == read_bytes(e), name
                 seen += 1
     assert seen == len(out.tensors)

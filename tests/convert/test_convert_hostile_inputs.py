@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from advisor.cli import main
-from advisor.convert.converter import remove_stale_partials
+from advisor.convert.destination import remove_stale_partials
 from advisor.convert.report import STRUCTURE_SHOWN, verify_doc
 from advisor.convert.verify import TensorDiff, VerifyReport
 from advisor.doc import Bullets, Table
@@ -97,8 +97,8 @@ def test_nothing_to_quantize_is_refused(tmp_path, capsys):
 def _big_source(tmp_path: Path) -> Path:
     """Large enough (~64 MB of BF16) that a conversion is still running 0.5 s after it starts."""
     g = torch.Generator().manual_seed(1)
-    tensors = {f"model.layers.{i}.mlp.down_proj.weight": (torch.randn(1024, 4096, generator=g) * 0.02).to(torch.bfloat16)
-               for i in range(8)}
+    tensors = {f"model.layers.{i}.mlp.down_proj.weight":
+               (torch.randn(1024, 4096, generator=g) * 0.02).to(torch.bfloat16) for i in range(8)}
     return write_checkpoint(tmp_path / "src", tensors, LLAMA)
 
 
@@ -288,7 +288,8 @@ def test_empty_weight_is_kept_not_an_internal_error(tmp_path, capsys):
     src = write_checkpoint(tmp_path / "src", tensors, LLAMA)
     assert main(["convert", str(src), str(tmp_path / "out"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["kept"] == [{"tensor": "model.layers.0.mlp.down_proj.weight", "reason": "empty weight (a zero dimension)"}]
+    assert out["kept"] == [{"tensor": "model.layers.0.mlp.down_proj.weight",
+                            "reason": "empty weight (a zero dimension)"}]
     with safe_open(str(tmp_path / "out" / "model.safetensors"), "pt") as f:
         assert f.get_slice("model.layers.0.mlp.down_proj.weight").get_shape() == [0, 64]
         assert f.get_slice("model.layers.0.mlp.up_proj.weight").get_dtype() == "U8"
@@ -329,7 +330,7 @@ def test_progress_width_comes_from_stderrs_terminal(monkeypatch):
     import sys
     import termios
 
-    code = ("import io\nfrom rich.console import Console\nfrom advisor.cli import RichBar\n"
+    code = ("import io\nfrom rich.console import Console\nfrom advisor.rich_render import RichBar\n"
             "from advisor.progress import Step\nbar = RichBar('convert')\n"
             "bar(Step(1_234_567_890, 9_876_543_210, 'B', 'writing'))\n"
             "w = bar.progress.console.width\nout = io.StringIO()\n"

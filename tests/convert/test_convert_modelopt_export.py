@@ -36,7 +36,8 @@ def test_weight_only_export_is_reproduced_byte_for_byte(modelopt_w4a16, tmp_path
     assert ours.config["quantization_config"] == ref.config["quantization_config"]
     assert ours.shard_files == ref.shard_files == ("model.safetensors",)
     # q/k/v of layer 0 share the scale set by k's outlier
-    s = {x: read_bytes(ours.tensors[f"model.layers.0.self_attn.{x}.weight_scale_2"]) for x in ("q_proj", "k_proj", "v_proj")}
+    s = {x: read_bytes(ours.tensors[f"model.layers.0.self_attn.{x}.weight_scale_2"])
+         for x in ("q_proj", "k_proj", "v_proj")}
     assert len(set(s.values())) == 1
     assert np.frombuffer(s["q_proj"], np.float32)[0] == np.float32(np.float32(0.75) / np.float32(2688))
 

@@ -119,7 +119,8 @@ WEIGHT_ONLY_MMA = {"ampere": "hmma_bf16", "turing": "hmma_f16", "hopper": "hmma_
 def decision(layer_class, scheme, *, mma="hmma_bf16", dequant="registers", roles=(), kv=None, runs=True,
              error=None, effective=None) -> LayerDecision:
     return LayerDecision(layer_class=layer_class, roles=roles, checkpoint_scheme=scheme,
-                         effective_scheme=effective or scheme, kernel="MarlinLinearKernel" if dequant == "registers" else "x",
+                         effective_scheme=effective or scheme,
+                         kernel="MarlinLinearKernel" if dequant == "registers" else "x",
                          mma=mma, activation_dtype="bf16", dequant=dequant, runs=runs, reasons=("test",),
                          kv_cache_dtype=kv, error=error)
 

@@ -12,7 +12,7 @@ from cost_builders import dense_checkpoint, explanation, moe_checkpoint, rtx3090
 
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.cli import main
-from advisor.cost import context, memory, weights
+from advisor.cost import context, memory, memory_terms, weights
 from advisor.cost.engine_profile import GIB, MIB, available_versions, load_engine_memory, profiles_dir
 from advisor.cost.overrides import Overrides
 from advisor.errors import BadInput, UsageError
@@ -69,10 +69,15 @@ def test_a_broken_profile_is_one_line_naming_the_file(tmp_path):
 def test_every_memory_term_names_its_engine_source(engine):
     eng = load_engine_memory(engine)
     b = eng.memory["budget"]
-    assert b["of"] in memory.BUDGET_OF and b["source"]
+    assert b["of"] in memory_terms.BUDGET_OF and b["source"]
     for term, params in eng.memory["terms"].items():
         src = params["source"]
         assert SOURCE.search(src), f"{engine}.{term}: {src}"
+
+
+def test_the_sizing_covers_exactly_the_terms_a_profile_may_name():
+    # the loader accepts memory_terms.TERM_NAMES; a name without a sizing would fail mid-plan, not at load
+    assert tuple(memory.TERMS) == memory_terms.TERM_NAMES
 
 
 # ---------------------------------------------------------------- the terms, each from its engine code

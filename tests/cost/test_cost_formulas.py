@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import pytest
-from cost_builders import (dense_checkpoint, explanation, h100, moe_checkpoint, rtx2080ti,
-                      rtx3090)
+from cost_builders import dense_checkpoint, explanation, h100, moe_checkpoint, rtx2080ti, rtx3090
 
 from advisor.calibration import Calibration
 from advisor.checkpoint.model import ArchInfo, MLAInfo
-from advisor.cost import context, efficiency, interconnect, kv, memory, speculative, weights
+from advisor.cost import (
+    context,
+    efficiency,
+    gpu_efficiency,
+    interconnect,
+    kv,
+    memory,
+    spec_concurrency,
+    speculative,
+    weights,
+)
+from advisor.cost.efficiency import DEQUANT_INSTR, DEQUANT_OVERLAP
 from advisor.cost.engine_profile import GIB, MIB, load_engine_memory
 from advisor.cost.overrides import Overrides
-from advisor.cost.efficiency import DEQUANT_INSTR, DEQUANT_OVERLAP
 
 VLLM = load_engine_memory("vllm")
 SGLANG = load_engine_memory("sglang")
@@ -263,7 +272,7 @@ def test_turing_weight_only_path_uses_the_fp16_fp32acc_rate():
     ex = explanation("W4A16-NVFP4", gpu="rtx-2080-ti", mma="hmma_f16", kv_mma="hmma_f16")
     ctx = build(dense_checkpoint(), ex, rtx2080ti())
     assert ctx.model.eff.mma_tflops["hmma_f16"] == pytest.approx(53.8 * CE)
-    peak, key = efficiency.peak_for_mma(rtx2080ti(), "hmma_bf16")
+    peak, key = gpu_efficiency.peak_for_mma(rtx2080ti(), "hmma_bf16")
     assert key == "fp16_fp32acc" and peak == 53.8
 
 
@@ -324,7 +333,8 @@ def test_power_limit_scales_compute_by_cube_root():
     assert c.t_compute == pytest.approx(f.t_compute / capped.model.clock_factor)
     assert any("power limit" in w for w in capped.warnings)
     # bandwidth-bound decode does not lose the bytes term
-    assert capped.model.decode_step(1, 0, BF16_KV).t_bytes == pytest.approx(full.model.decode_step(1, 0, BF16_KV).t_bytes)
+    full_bytes = full.model.decode_step(1, 0, BF16_KV).t_bytes
+    assert capped.model.decode_step(1, 0, BF16_KV).t_bytes == pytest.approx(full_bytes)
 
 
 def test_calibration_replaces_defaults_and_is_marked_calibrated():
@@ -376,7 +386,7 @@ def test_mtp_checkpoint_drafts_with_its_head():
     ctx = build(ck, explanation(), rtx3090())
     assert ctx.spec_method.name == "mtp"
     s = context.Settings(BF16_KV, 1, 0.92, 2048, 1, 0, True)
-    d = ctx.draft_pass(s)
+    d = spec_concurrency.draft_pass(ctx, s, 1, 1)          # one token for one sequence
     head = next(m for m in ck.modules if m.role == "lm_head").stored_bytes
     mtp = next(m for m in ck.modules if m.role == "mtp").stored_bytes
     assert d.inputs["draft_bytes"] == pytest.approx(head + mtp)

@@ -13,7 +13,7 @@ from cost_hybrid27b import write_hybrid27b
 
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.cli import main
-from advisor.cost import context, weights
+from advisor.cost import context
 from advisor.cost.engine_profile import load_engine_memory
 from advisor.cost.overrides import Overrides
 from advisor.gpu_table import get_gpu

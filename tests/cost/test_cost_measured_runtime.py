@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from advisor.analysis import explain_and_plan
+from advisor.services.analysis import explain_and_plan
 from advisor.calibration import Calibration
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.cli import main
@@ -171,7 +171,8 @@ def test_host_time_overlaps_the_gpu_where_the_engine_schedules_ahead():
     step = v.model.decode_step(1, 16, v.default_kv)
     host = float(v.engine.overhead["host_us_per_step"]) * 1e-6
     i = step.derived.inputs
-    gaps = max(0.0, v.model.kernels_per_step() - i["measured_kernels"]) * v.engine.overhead["graph_us_per_kernel"] * 1e-6
+    gap_s = v.engine.overhead["graph_us_per_kernel"] * 1e-6
+    gaps = max(0.0, v.model.kernels_per_step() - i["measured_kernels"]) * gap_s
     assert step.t_host == host and step.seconds == pytest.approx(max(i["t_gpu"] + gaps, host))
     assert step.seconds < i["t_gpu"] + gaps + host                     # overlapped, not added
     src = next(a for a in v.assumptions if a.key == "host_overlap")
@@ -256,7 +257,7 @@ def test_loaded_ttft_grows_with_concurrency():
     g = get_gpu("h100-sxm")
     _, plan = explain_and_plan(ck, g, gpus=1, engine="vllm", workload=get_workload("agents"))
     ctx = _ctx("demo:qwen3-8b-nvfp4", "h100-sxm")
-    from advisor.tuner import tune
+    from advisor.cost.tuning import tune
     s = tune(ctx, get_workload("agents")).settings
     ttft = [serving.serve(ctx, s, 4096, 512, c, 4352).ttft_loaded_s for c in (1, 4, 16, 64)]
     assert ttft == sorted(ttft) and ttft[-1] > 1.5 * ttft[0]

@@ -29,7 +29,8 @@ def test_every_point_cites_its_log_and_conditions():
         if not p["config"].startswith("demo:"):
             assert (ROOT / "benchmarks" / "memory_logs" / "configs" / p["config"] / "config.json").is_file()
         # every number the log's reading depends on is written out
-        assert {"memory_share", "max_batch", "chunked_prefill", "tp", "kv_cache_dtype", "cuda_graphs"} <= set(p["flags"])
+        knobs = {"memory_share", "max_batch", "chunked_prefill", "tp", "kv_cache_dtype", "cuda_graphs"}
+        assert knobs <= set(p["flags"])
 
 
 def test_the_script_compares_each_point_with_a_plan():

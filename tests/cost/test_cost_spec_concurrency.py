@@ -238,11 +238,11 @@ def test_plan_shows_the_curve_in_text_json_and_the_shared_document(capsys):
 
 
 def test_the_cost_tab_document_carries_the_curve():
-    from advisor.analysis import explain_and_plan
+    from advisor.services.analysis import explain_and_plan
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.doc import Table
     from advisor.gpu_table import get_gpu
-    from advisor.views import cost_doc
+    from advisor.services.views import cost_doc
 
     ck, gpu = inspect_checkpoint(DEMO), get_gpu("rtx-2080-ti")
     ov = Overrides(vram_gb=22, tp=2, kv_cache_dtype="fp8_e4m3", spec_method="dflash")
@@ -257,7 +257,7 @@ def test_the_cost_tab_document_carries_the_curve():
 def test_fixed_draft_tokens_that_lose_at_the_workloads_batch_are_flagged():
     """DFlash's block of 8 (7 drafts) at 8 streams verifies 64 rows through FastLLM's dequant + cuBLAS
     path: the plan keeps the user's setting and says that it loses against plain decoding."""
-    from advisor.analysis import explain_and_plan
+    from advisor.services.analysis import explain_and_plan
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.gpu_table import get_gpu
 

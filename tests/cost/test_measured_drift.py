@@ -76,7 +76,7 @@ def _errors(rows: dict, target: str, source: str) -> list[float]:
     ev = M.Evidence(g, systems[source], "same card" if target == source else "same compute capability", "")
     errs = []
     for engine in ("vllm", "sglang", "trtllm"):
-        for kernel, dtype, m, n, k, ms in rows.get(f"gemm/{target}/{engine}", []):
+        for _kernel, dtype, m, n, k, ms in rows.get(f"gemm/{target}/{engine}", []):
             r = M.gemm_time(g, GEMM_CLASS[dtype], m, n, k, dtype=dtype, engine=engine, evidence=ev)
             if r.seconds is not None and f" {engine} " in f" {r.source.split(': ')[-1]}":
                 errs.append(r.seconds / (ms * 1e-3) - 1)

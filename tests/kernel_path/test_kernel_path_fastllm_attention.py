@@ -12,7 +12,7 @@ import pytest
 
 from advisor.kernel_path.explain import explain
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import load_rules
+from advisor.kernel_path.rule_files import load_rules
 
 from kernel_path_builders import checkpoint, gpu
 

@@ -15,7 +15,8 @@ from advisor.doc import Table
 from advisor.kernel_path.explain import explain
 from advisor.kernel_path.options import InstallOptions
 from advisor.kernel_path.render import explanation_doc
-from advisor.kernel_path.rules import Candidate, all_rule_files, load_rule_file
+from advisor.kernel_path.rules import Candidate
+from advisor.kernel_path.rule_files import all_rule_files, load_rule_file
 
 from kernel_path_builders import PRESETS, checkpoint, gpu
 

@@ -13,7 +13,8 @@ import pytest
 
 from advisor import profile_cache
 from advisor.errors import BadInput
-from advisor.kernel_path import rules
+from advisor.kernel_path import rule_files as rules
+from advisor.kernel_path import rules as schema
 from advisor.yamlio import load_yaml_file, parse_yaml
 from profiles import PROFILES_DIR
 
@@ -156,8 +157,8 @@ def test_an_edited_schema_module_validates_again(tmp_path, monkeypatch):
     folder = _copy_rules(tmp_path)
     rules.load_rules("vllm", folder=folder)
     edited = tmp_path / "rules_edited.py"
-    edited.write_text(Path(rules.__file__).read_text() + "\n# edited\n")
-    monkeypatch.setattr(rules, "__file__", str(edited))
+    edited.write_text(Path(schema.__file__).read_text() + "\n# edited\n")
+    monkeypatch.setattr(schema, "__file__", str(edited))
     rules._load_cached.cache_clear()
     rules.load_rules("vllm", folder=folder)
     assert len(_validated()) == 2
@@ -178,7 +179,7 @@ def test_a_cached_rule_file_loads_without_building_a_schema(tmp_path):
     import sys
 
     rules.load_rules("vllm")
-    code = ("import sys; from advisor.kernel_path import rules; r, _ = rules.load_rules('vllm'); "
+    code = ("import sys; from advisor.kernel_path import rule_files as rules; r, _ = rules.load_rules('vllm'); "
             "print(r.engine, rules.RuleFile.__pydantic_complete__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
                          timeout=120)

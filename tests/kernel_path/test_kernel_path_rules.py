@@ -13,10 +13,10 @@ import pytest
 from advisor.errors import BadInput, UsageError
 from advisor.kernel_path.explain import explain, explain_all_gpus
 from advisor.kernel_path.options import DEPENDENCY_FACTS, InstallOptions
-from advisor.kernel_path.rules import (
-    all_rule_files, engines_dir, load_rule_file, load_rules, parse_engine_spec, resolve_version,
-)
-from advisor.kernel_path.select import Context, LayerFacts, select
+from advisor.kernel_path.rule_files import all_rule_files, load_rule_file, load_rules
+from advisor.kernel_path.rule_versions import engines_dir, parse_engine_spec, resolve_version
+from advisor.kernel_path.gates import Context, LayerFacts
+from advisor.kernel_path.select import select
 
 from kernel_path_builders import PRESETS, checkpoint, gpu
 
@@ -44,7 +44,7 @@ def _layer_variants(path):
             yield LayerFacts(layer_class="attention_kv", scheme=scheme, mla=mla, attention_sinks=sinks,
                              head_dim=hd, model_type=mt)
         return
-    for preset, (scheme, producer, w, a) in PRESETS.items():
+    for scheme, producer, w, a in PRESETS.values():
         for shape, mt in (((4096, 4096), "llama"), ((96, 100), "qwen3_5_text")):
             yield LayerFacts(layer_class=path.layer_class, scheme=scheme, producer=producer, model_type=mt,
                              weight_format=w.format, weight_granularity=w.granularity, group_size=w.group_size,
@@ -150,7 +150,8 @@ def test_loader_checks_file_name(tmp_path):
 
 def test_unknown_flag_and_value_are_usage_errors():
     with pytest.raises(UsageError, match="no flag"):
-        explain(checkpoint(), gpu("h100"), engine="fastllm", options=InstallOptions(flags=(("linear_backend", "marlin"),)))
+        explain(checkpoint(), gpu("h100"), engine="fastllm",
+                options=InstallOptions(flags=(("linear_backend", "marlin"),)))
     with pytest.raises(UsageError, match="not valid"):
         explain(checkpoint(), gpu("h100"), options=InstallOptions(flags=(("linear_backend", "bogus"),)))
     with pytest.raises(UsageError, match="kv-cache-dtype"):

@@ -18,7 +18,6 @@ import pytest
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.cli import main
 from advisor.kernel_path.explain import explain
-from advisor.kernel_path.options import InstallOptions
 
 from kernel_path_builders import checkpoint, gpu
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from advisor.checkpoint.model import ActQuant, ModuleGroup, WeightQuant
+from advisor.checkpoint.model import ActQuant, WeightQuant
 from advisor.kernel_path.explain import explain
 
 from kernel_path_builders import checkpoint, gpu

@@ -19,7 +19,7 @@ from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.cli import main
 from advisor.kernel_path.explain import explain
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import load_rules
+from advisor.kernel_path.rule_files import load_rules
 from kernel_path_builders import gpu
 from kernel_path_ckpt import CONFIG, write_gpt_oss, write_safetensors
 

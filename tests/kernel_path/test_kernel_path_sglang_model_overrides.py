@@ -30,7 +30,8 @@ def _kernel(ck, gid, layer_class, options=InstallOptions()):
 
 # ---------------------------------------------------------------- MoE runner overrides
 
-@pytest.mark.parametrize("gid,kernel", [("b200", "flashinfer_trtllm (BF16 MoE)"), ("b300", "flashinfer_trtllm (BF16 MoE)"),
+@pytest.mark.parametrize("gid,kernel", [("b200", "flashinfer_trtllm (BF16 MoE)"),
+                                        ("b300", "flashinfer_trtllm (BF16 MoE)"),
                                         ("h100", "triton fused_moe"), ("rtx-5090", "triton fused_moe")])
 def test_qwen3_moe_bf16_experts_on_sm10x_are_trtllm(gid, kernel):
     d = _kernel(_ck("bf16", "Qwen3MoeForCausalLM", "qwen3_moe"), gid, "moe_experts")

@@ -24,7 +24,7 @@ from advisor.checkpoint.demo import demo_path
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.kernel_path.explain import explain
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import engines_dir
+from advisor.kernel_path.rule_versions import engines_dir
 from advisor.yamlio import load_yaml_file
 from kernel_path_builders import gpu
 

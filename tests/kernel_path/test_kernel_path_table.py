@@ -104,8 +104,9 @@ CASES = [
     ("vllm", "int8-w8a8", "rtx-5090", D, "dense_linear", None, "W8A8-INT8",
      {"error": "Int8 not supported on SM120", "crash_kernel": "CutlassInt8ScaledMMLinearKernel"}),
     ("vllm", "int8-w8a8", "b200", D, "dense_linear", None, "W8A8-INT8", {"error": "Int8 not supported on SM100"}),
-    ("vllm", "int8-w8a8", "rtx-5090", InstallOptions(env=(("VLLM_DISABLED_KERNELS", "CutlassInt8ScaledMMLinearKernel"),)),
-     "dense_linear", "TritonInt8ScaledMMLinearKernel", "W8A8-INT8", {}),
+    ("vllm", "int8-w8a8", "rtx-5090",
+     InstallOptions(env=(("VLLM_DISABLED_KERNELS", "CutlassInt8ScaledMMLinearKernel"),)), "dense_linear",
+     "TritonInt8ScaledMMLinearKernel", "W8A8-INT8", {}),
     ("vllm", "int8-w8a8", "rtx-5090", InstallOptions(flags=(("linear_backend", "triton"),)),
      "dense_linear", "TritonInt8ScaledMMLinearKernel", "W8A8-INT8", {}),
     ("vllm", "int8-w8a8", "rtx-3090", D, "dense_linear", "CutlassInt8ScaledMMLinearKernel", "W8A8-INT8",
@@ -147,8 +148,10 @@ CASES = [
     ("vllm", "fp8-block", "rtx-4090", D, "moe_experts", "TRITON (TritonExperts)", "W8A8-FP8", {"moe": True}),
     ("vllm", "fp8-block", "h100", D, "moe_experts", "TRITON (TritonExperts, sm_90 block-FP8 priority)", "W8A8-FP8",
      {"moe": True}),
-    ("vllm", "fp8-block", "b200", D, "moe_experts", "FLASHINFER_TRTLLM (TrtLlmFp8ExpertsMonolithic)", "W8A8-FP8", {"moe": True}),
-    ("vllm", "fp8-block", "rtx-5090", D, "moe_experts", "DEEPGEMM (TritonOrDeepGemmExperts)", "W8A8-FP8", {"moe": True}),
+    ("vllm", "fp8-block", "b200", D, "moe_experts", "FLASHINFER_TRTLLM (TrtLlmFp8ExpertsMonolithic)", "W8A8-FP8",
+     {"moe": True}),
+    ("vllm", "fp8-block", "rtx-5090", D, "moe_experts", "DEEPGEMM (TritonOrDeepGemmExperts)", "W8A8-FP8",
+     {"moe": True}),
     ("vllm", "fp8-ct-dynamic", "h100", D, "moe_experts", "VLLM_CUTLASS (CutlassExpertsFp8)", "W8A8-FP8", {"moe": True}),
     ("vllm", "fp8-ct-dynamic", "rtx-5090", D, "moe_experts", "TRITON (TritonExperts)", "W8A8-FP8", {"moe": True}),
     ("vllm", "fp8-modelopt", "h100", D, "moe_experts", "FLASHINFER_CUTLASS (FlashInferExperts)", "W8A8-FP8",
@@ -249,7 +252,8 @@ def _id(case) -> str:
     extra = "+".join(opts.labels) or ""
     changed = [k for k in ("flashinfer", "flashinfer_cubin", "nvcc_ninja", "humming", "deepgemm")
                if getattr(opts, k) != getattr(InstallOptions(), k)]
-    tags = changed + [f"{k}={v}" for k, v in opts.flags + opts.env] + ([f"kv={opts.kv_cache_dtype}"] if opts.kv_cache_dtype else [])
+    tags = changed + [f"{k}={v}" for k, v in opts.flags + opts.env]
+    tags += [f"kv={opts.kv_cache_dtype}"] if opts.kv_cache_dtype else []
     tags += [f"tp={opts.tp}"] if opts.tp else []
     return "-".join([engine, preset, g, cls] + tags + ([extra] if extra else []))
 

@@ -105,7 +105,8 @@ def test_kimi_k3_becomes_mxfp4_and_refuses_turing(tmp_path):
     assert "does not start" in t4.summary and "mxfp4" in t4.summary
     b200 = _explain(folder, "b200")
     experts = _by_role(b200, "expert")[0]
-    assert b200.load.method == "mxfp4" and not experts.kernel.startswith("VLLM_CUTLASS")   # not compressed-tensors' method
+    # not compressed-tensors' method
+    assert b200.load.method == "mxfp4" and not experts.kernel.startswith("VLLM_CUTLASS")
     assert experts.kernel == "FLASHINFER_TRTLLM_MXFP4_MXFP8 (TrtLlmMxfp4ExpertsMonolithic)"
 
 
@@ -149,7 +150,7 @@ def test_refused_model_plan_is_na_and_dry_run_refuses(tmp_path):
 
 def test_default_install_has_b12x_with_flashinfer(tmp_path):
     from advisor.kernel_path.default_install import resolve_install
-    from advisor.kernel_path.rules import load_rules
+    from advisor.kernel_path.rule_files import load_rules
 
     rules = load_rules("vllm")[0]
     assert resolve_install(rules, InstallOptions()).b12x is True             # the FlashInfer wheel ships b12x

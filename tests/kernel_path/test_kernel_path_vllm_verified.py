@@ -8,7 +8,6 @@ profiles/engines/vllm-0.33.yaml; the test below pins their format.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +16,8 @@ import pytest
 
 from advisor.kernel_path.explain import explain
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import engines_dir, load_rule_file
+from advisor.kernel_path.rule_files import load_rule_file
+from advisor.kernel_path.rule_versions import engines_dir
 from advisor.kernel_path.select import resolve_mma
 from advisor.yamlio import load_yaml_file
 
@@ -253,15 +253,18 @@ GPT_OSS = [
     ("rtx-3090", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     ("rtx-4090", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     ("h100", D, "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "wgmma_bf16", "bf16", None),
-    ("b200", D, "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
-    ("b300", D, "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
+    ("b200", D, "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16",
+     None),
+    ("b300", D, "FLASHINFER_TRTLLM_MXFP4_BF16 (TrtLlmMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16",
+     None),
     ("b200", NO_FI, "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
     ("thor", D, "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "tcgen05_bf16", "bf16", None),
     ("rtx-5090", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     ("gb10", D, "MARLIN (MarlinExperts)", "W4A16-MXFP4", "hmma_bf16", "bf16", None),
     # Hopper without triton_kernels: FlashInfer CUTLASS mixed-input, then Humming (ahead of Marlin)
     ("h100", NO_TK, "FLASHINFER_CUTLASS_MXFP4_BF16 (FlashInferExperts)", "W4A16-MXFP4", "wgmma_bf16", "bf16", None),
-    ("h100", replace(NO_TK, flashinfer=False), "HUMMING (HummingIndexedExperts)", "W4A16-MXFP4", "wgmma_bf16", "bf16", None),
+    ("h100", replace(NO_TK, flashinfer=False), "HUMMING (HummingIndexedExperts)", "W4A16-MXFP4", "wgmma_bf16", "bf16",
+     None),
     ("h100", replace(NO_TK, flashinfer=False, humming=False), "MARLIN (MarlinExperts)", "W4A16-MXFP4",
      "hmma_bf16", "bf16", None),
     # --moe-backend triton on consumer Blackwell reaches the OAI Triton kernel kept after Marlin
@@ -275,8 +278,8 @@ GPT_OSS = [
      "qmma_e4m3", "fp8_e4m3", None),
     ("a100", _env(VLLM_MARLIN_INPUT_DTYPE="fp8"), "MARLIN (MarlinExperts)", "W4A16-MXFP4", "none", "bf16",
      "Marlin W4A8-FP8 only support SM89 or SM12x"),
-    ("h100", _env(VLLM_MARLIN_INPUT_DTYPE="fp8"), "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4", "wgmma_bf16",
-     "bf16", None),
+    ("h100", _env(VLLM_MARLIN_INPUT_DTYPE="fp8"), "TRITON (OAITritonMxfp4ExpertsMonolithic)", "W4A16-MXFP4",
+     "wgmma_bf16", "bf16", None),
     ("rtx-3090", _env(VLLM_MARLIN_INPUT_DTYPE="int8"), "MARLIN (MarlinExperts, INT8 activations)", "W4A16-MXFP4",
      "none", "int8", "MXFP4 weight + INT8 activation is not supported."),
     ("t4", D, None, "W4A16-MXFP4", "none", "fp16", "Minimum capability: 80"),

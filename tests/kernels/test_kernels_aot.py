@@ -24,7 +24,8 @@ from kernels.arch import dot_lowering
 from advisor.microbench import configs
 
 def compile_(fn, sig, consts, cfg, cc):
-    div = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k in sig if k.endswith("_ptr") or k.startswith("stride")}
+    div = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k in sig
+           if k.endswith("_ptr") or k.startswith("stride")}
     src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts, attrs=div)
     return triton.compile(src, target=GPUTarget("cuda", cc, 32),
                           options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}).asm["ptx"]
@@ -34,15 +35,17 @@ def lowering(ptx):
 
 out = {"lowering": {str(cc): dot_lowering(cc, "fp16")[0] for cc in [(7, 5), (8, 6), (9, 0)]}, "compiled": []}
 ints = ["N", "K", "K_ITERS", "stride_am", "stride_wn", "stride_sn", "stride_cm"]
-for fmt, m, cc in [("nvfp4", 1, 90), ("fp8", 1, 90), ("int4", 1, 86), ("nvfp4", 16, 90), ("nvfp4", 8192, 90), ("int4", 2048, 86),
-                   ("nvfp4", 1, 100)]:
+for fmt, m, cc in [("nvfp4", 1, 90), ("fp8", 1, 90), ("int4", 1, 86), ("nvfp4", 16, 90), ("nvfp4", 8192, 90),
+                   ("int4", 2048, 86), ("nvfp4", 1, 100)]:
     group = 128 if fmt == "int4" else 16
-    c = next(x for x in configs.candidates(m, 5120, 17408, 132, group) if (x.path == "gemv") == (m == 1) and not (m == 16 and not x.params.get("swap_ab")))
+    c = next(x for x in configs.candidates(m, 5120, 17408, 132, group)
+             if (x.path == "gemv") == (m == 1) and not (m == 16 and not x.params.get("swap_ab")))
     p = c.params
     ws = {"nvfp4": "*u8", "fp8": "*fp32", "int4": "*fp16"}[fmt]
     sig = {"a_ptr": "*bf16", "wq_ptr": "*i32", "ws_ptr": ws, "gs_ptr": "*fp32",
            "c_ptr": "*fp32" if p["split_k"] > 1 else "*bf16"}
-    consts = {"FORMAT": W.FORMATS[fmt], "GROUP": group, "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"], "ATOMIC": p["split_k"] > 1}
+    consts = {"FORMAT": W.FORMATS[fmt], "GROUP": group, "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"],
+              "ATOMIC": p["split_k"] > 1}
     if c.path == "gemv":
         sig.update({k: "i32" for k in ints}); fn = W.weight_only_gemv_kernel
         # the GPU launch: inline PTX; 5120 x 17408 tiles evenly; FFMA2 from sm_100 on

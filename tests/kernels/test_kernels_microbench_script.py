@@ -25,7 +25,7 @@ def test_script_without_gpu_exits_0(capsys):
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    from advisor.commands import microbench as cmd
+    from advisor.services import microbench as cmd
     from advisor.microbench import runner
 
     dev = runner.Device("Fake GPU 9000", "GPU-fake-0002", (8, 0), 2, 4096, 1 << 18, "cpu", ((32, 128), (2, 16)))

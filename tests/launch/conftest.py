@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from launch_support import FAKE_ENGINE, HERE, MAIN_VENV_BIN, free_port, transformers_exe  # noqa: F401
 
 

@@ -55,13 +55,15 @@ def serve():
 
 log(f"INFO fake engine pid {os.getpid()} mode {mode} args {sys.argv[1:]}")
 if mode == "ready":
-    log("INFO [cuda.py:334] Using FLASHINFER attention backend out of potential backends: ['FLASHINFER', 'TRITON_ATTN'].")
+    log("INFO [cuda.py:334] Using FLASHINFER attention backend out of potential backends: "
+        "['FLASHINFER', 'TRITON_ATTN'].")
     log("INFO [kv_cache_utils.py:1286] GPU KV cache size: 10,000 tokens")
     serve()
 elif mode == "oom":
     log("INFO Loading safetensors checkpoint shards: 100% Completed | 1/1")
     time.sleep(0.3)
-    log("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.56 GiB")
+    log("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 0 has a total capacity of 23.56 GiB")
     sys.exit(1)
 elif mode == "port_after_load":
     log("[Fastllm] loading model ...")

@@ -21,7 +21,8 @@ corpus = ["The quick brown fox jumps over the lazy dog.",
           "OpenAI compatible servers answer chat completions with streaming."] * 50
 _r = random.Random(0)
 _letters = "abcdefghijklmnopqrstuvwxyz"
-corpus += [" ".join("".join(_r.choice(_letters) for _ in range(_r.randint(2, 8))) for _ in range(12)) for _ in range(3000)]
+corpus += [" ".join("".join(_r.choice(_letters) for _ in range(_r.randint(2, 8))) for _ in range(12))
+           for _ in range(3000)]
 trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=special,
                               initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
 tok.train_from_iterator(corpus, trainer=trainer)

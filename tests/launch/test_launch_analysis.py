@@ -13,6 +13,8 @@ from launchers.engines import build_command
 from launchers.settings import ServeSettings, Speculative, predicted_kv_tokens, settings_from_plan
 from launchers.signatures import diagnose
 
+# Real engine log lines, kept whole (E501 waived for them below).
+# ruff: noqa: E501
 VLLM_3090_LOG = """\
 (EngineCore pid=187) INFO 05-01 19:55:54 [cuda.py:368] Using FLASHINFER attention backend out of potential backends: ['FLASHINFER', 'TRITON_ATTN'].
 (EngineCore pid=187) WARNING 05-01 19:55:56 [marlin.py:34] Your GPU does not have native support for FP4 computation but FP4 quantization is being used. Weight-only FP4 compression will be used leveraging the Marlin kernel. This may degrade performance for compute-heavy workloads.
@@ -36,7 +38,8 @@ def explanation(*decisions):
 
 def test_kernel_check_against_explain_and_plan():
     exp = explanation(decision("dense_linear", "UnquantizedLinearMethod (cuBLAS)"),
-                      decision("dense_linear", "MarlinNvFp4LinearKernel"), decision("moe_experts", "MARLIN (MarlinExperts)"),
+                      decision("dense_linear", "MarlinNvFp4LinearKernel"),
+                      decision("moe_experts", "MARLIN (MarlinExperts)"),
                       decision("attention_kv", "FLASH_ATTN"), decision("lm_head_embed", "UnquantizedEmbeddingMethod"))
     kc = kernel_check.check(VLLM_3090_LOG, exp, predicted_kv_tokens=100_000)
     marks = [(r.layer_class, r.predicted.split(" ")[0], r.mark) for r in kc.rows]
@@ -60,7 +63,8 @@ def test_signatures_map_to_cause_and_remedy():
              "(131072), (16.0 GiB KV cache is needed, which is larger than the available KV cache memory (9.9 GiB)."]
     (f,) = [x for x in diagnose("vllm", lines, 1) if x.fatal]
     assert f.kind == "kv_too_small" and "--max-model-len" in f.remedy
-    nccl = diagnose("vllm", ["torch.distributed.DistBackendError: NCCL error in: ../nccl.cpp:1, unhandled cuda error"], 1)
+    nccl = diagnose("vllm", ["torch.distributed.DistBackendError: NCCL error in: ../nccl.cpp:1, "
+                             "unhandled cuda error"], 1)
     assert nccl[0].kind == "nccl" and "NCCL_P2P_DISABLE" in nccl[0].remedy
     fb = diagnose("vllm", VLLM_3090_LOG)
     assert [x.kind for x in fb] == ["slow_fallback", "ready"] and not fb[0].fatal
@@ -190,8 +194,9 @@ def test_kernel_prediction_follows_the_launched_settings(monkeypatch):
     import argparse
     from pathlib import Path
 
-    from advisor.commands.launch import _explanation, launch_options
-    from advisor.kernel_path.rules import load_rules
+    from advisor.commands.launch import _explanation
+    from advisor.services.launch.command import launch_options
+    from advisor.kernel_path.rule_files import load_rules
 
     demo = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3-8b-nvfp4"
     ns = argparse.Namespace(gpu="rtx-3090", gpus=None)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import statistics
 
 import pytest
+from launch_fake_sse import FakeSSE
 
 from advisor.errors import UsageError
-from launch_fake_sse import FakeSSE
-from launchers import bench
+from launchers import bench, server_metrics, stream_client
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -27,7 +27,7 @@ def sse():
 
 
 async def one(srv, **client_kw):
-    c = bench.Client(srv.url, **client_kw)
+    c = stream_client.Client(srv.url, **client_kw)
     async with c.http() as http:
         await c.resolve_model(http)
         return c, await c.stream(http, "hi", 64)
@@ -69,7 +69,7 @@ async def test_suite_medians_concurrency_and_spec_metrics(sse):
                'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 50.0\n')
     srv = sse(tokens=12, interval_s=0.005, ttft_s=0.01, metrics=metrics)
     cfg = bench.BenchConfig(max_tokens=12, shots=3, concurrency=8, long_prompt_words=50)
-    rep = await bench.run_suite(bench.Client(srv.url), cfg)
+    rep = await bench.run_suite(stream_client.Client(srv.url), cfg)
     assert [k.kind for k in rep.kinds] == ["code", "math", "prose"]
     assert all(k.shots == 3 and k.failed == 0 and k.tokens == 12 for k in rep.kinds)
     assert rep.itl_s.n == 3 * 3 * 11 and rep.itl_s.p50 == pytest.approx(0.005, abs=0.003)
@@ -77,9 +77,10 @@ async def test_suite_medians_concurrency_and_spec_metrics(sse):
     assert rep.concurrency.aggregate_tps > rep.decode_tps          # 8 streams overlap in time
     assert rep.prefill.prompt_tokens == 7 and rep.interference.short_ttft_idle_s is not None
     assert rep.spec is None          # the counters did not move during the run: no acceptance claimed
-    before = bench.parse_metrics(metrics)
-    after = bench.parse_metrics(metrics.replace("100.0", "200.0").replace(" 80.0", " 160.0").replace(" 50.0", " 100.0"))
-    acc = bench.spec_acceptance(before, after)
+    before = server_metrics.parse_metrics(metrics)
+    doubled = metrics.replace("100.0", "200.0").replace(" 80.0", " 160.0").replace(" 50.0", " 100.0")
+    after = server_metrics.parse_metrics(doubled)
+    acc = server_metrics.spec_acceptance(before, after)
     assert acc.per_position == pytest.approx((0.8, 0.5)) and acc.mean_accepted_length == pytest.approx(2.3)
     # 3 warm-up + 9 shots + 8 concurrent + long + 2 idle + long + short
     assert len(srv.bodies) == 3 + 9 + 8 + 1 + 2 + 1 + 1
@@ -89,10 +90,10 @@ def test_percentiles_and_loopback_only():
     assert bench.percentile([1, 2, 3, 4], 50) == 2 and bench.percentile(range(1, 101), 99) == 99
     assert bench.percentile([], 50) is None
     with pytest.raises(UsageError, match="127.0.0.1"):
-        bench.check_url("http://example.com:8000")
-    assert bench.check_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000"
+        stream_client.check_url("http://example.com:8000")
+    assert stream_client.check_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000"
     with pytest.raises(UsageError, match="with its scheme, e.g. http://127.0.0.1:8000"):
-        bench.check_url("127.0.0.1:8000")        # the host is fine: say what is missing
+        stream_client.check_url("127.0.0.1:8000")        # the host is fine: say what is missing
 
 
 def test_nothing_listening_fails_at_once(capsys):

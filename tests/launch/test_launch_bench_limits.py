@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from advisor.errors import UsageError
 from launchers.bench import BenchConfig
 
 LIMITS = {"--shots": ("shots", 1, 20), "--max-tokens": ("max_tokens", 1, 32768),
@@ -17,7 +18,7 @@ def test_parser_range_is_the_config_range(flag, capsys):
 
     field, lo, hi = LIMITS[flag]
     BenchConfig(**{field: hi})                                  # the top of the range is a valid run
-    with pytest.raises(Exception):
+    with pytest.raises(UsageError):
         BenchConfig(**{field: hi + 1})
     try:
         rc = main(["bench", "--url", "http://127.0.0.1:9", flag, str(hi + 1)])

@@ -91,7 +91,8 @@ def test_sglang_speculative_needs_all_three_and_new_graph_flag():
     old = list(build_command(s, DetectedVersion("0.5.13", "t")).argv)
     assert old[:3] == ["python", "-m", "sglang.launch_server"]
     assert "--cuda-graph-max-bs" in old and "--cuda-graph-max-bs-decode" not in old
-    dflash = list(build_command(ServeSettings(engine="sglang", model="/m", speculative=Speculative("dflash", 7, "/d"))).argv)
+    dflash_settings = ServeSettings(engine="sglang", model="/m", speculative=Speculative("dflash", 7, "/d"))
+    dflash = list(build_command(dflash_settings).argv)
     assert dflash[dflash.index("--speculative-num-steps") + 1] == "1"
 
 
@@ -100,7 +101,8 @@ def test_sglang_refuses_removed_and_missing_flags():
         build_command(ServeSettings(engine="sglang", model="/m", extra_args=("--cuda-graph-max-bs=64",)),
                       DetectedVersion("0.5.23", "t"))
     with pytest.raises(Unsupported, match=r"sglang 0\.5\.13 has no --kv-cache-dtype nvfp4"):
-        build_command(ServeSettings(engine="sglang", model="/m", kv_cache_dtype="nvfp4"), DetectedVersion("0.5.13", "t"))
+        build_command(ServeSettings(engine="sglang", model="/m", kv_cache_dtype="nvfp4"),
+                      DetectedVersion("0.5.13", "t"))
     with pytest.raises(Unsupported, match="has no --kv-cache-dtype 'fp16'"):
         build_command(ServeSettings(engine="sglang", model="/m", kv_cache_dtype="fp16"))
 

@@ -168,7 +168,8 @@ def test_server_dies_with_the_advisor(tmp_path):
     port = free_port()
     root = str(FAKE_ENGINE.parents[2])
     code = CHILD.format(root=root, port=port, exe=sys.executable, fake=str(FAKE_ENGINE), tmp=str(tmp_path))
-    advisor = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    advisor = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                               text=True)
     engine_pid = int(advisor.stdout.readline())
     assert psutil.pid_exists(engine_pid)
     advisor.send_signal(signal.SIGKILL)      # no atexit, no cleanup: only the parent-death signal acts

@@ -91,7 +91,8 @@ def test_launch_cli_serves_until_ctrl_c(tiny_model, tmp_path):
         server_pids = [p.pid for p in psutil.Process(cli.pid).children(recursive=True)]
         assert server_pids
         r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60,
-                       json={"model": str(tiny_model), "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+                       json={"model": str(tiny_model), "messages": [{"role": "user", "content": "hi"}],
+                             "max_tokens": 4})
         assert r.status_code == 200
         cli.send_signal(signal.SIGINT)                       # Ctrl-C in the advisor's terminal
         out, err = cli.communicate(timeout=60)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from advisor import engine_flags
+from advisor.engines import flags as engine_flags
 from advisor.cli import main
 from advisor.cost.engine_profile import load_engine_memory
 from launch_fake_sse import FakeSSE

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from advisor.analysis import Selection, analyze
+from advisor.services.analysis import Selection, analyze
 from advisor.cli import main
 from advisor.probe import probe
 from advisor.tui import actions

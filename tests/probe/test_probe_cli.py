@@ -60,7 +60,7 @@ def test_no_driver_exit_0_one_line(install_nvml, capsys, snapshot):
     install_nvml(snapshot)
     assert main(["probe"]) == 0
     out = capsys.readouterr().out
-    lines = [l for l in out.splitlines() if l.strip()]
+    lines = [line for line in out.splitlines() if line.strip()]
     assert lines[0] == "GPU probe"
     assert lines[1].startswith("No NVIDIA driver found (") and lines[1].endswith(").")
     assert lines[2].startswith("What-if:") and "--gpu ID [--gpus N]" in lines[2]

@@ -229,7 +229,7 @@ def test_heterogeneous_box(probe_snapshot):
     result, _ = probe_snapshot("hetero_4090_3090x2")
     assert [d.spec.id for d in result.devices] == ["rtx-4090", "rtx-3090", "rtx-3090"]
     assert any("heterogeneous" in n for n in result.notes)
-    kinds = {(l.a, l.b): (l.kind, l.pcie_path, l.p2p_read) for l in result.topology}
+    kinds = {(link.a, link.b): (link.kind, link.pcie_path, link.p2p_read) for link in result.topology}
     assert kinds[(0, 1)] == ("pcie", "SYS", "GPU not supported")
     assert kinds[(1, 2)] == ("pcie", "NODE", "chipset not supported")
 

@@ -13,7 +13,8 @@ import pytest
 
 from advisor.convert.source import open_checkpoint
 from advisor.quality.compare import compare
-from advisor.quality.layouts import Reader, detect
+from advisor.quality.dequantize import Reader
+from advisor.quality.layouts import detect
 
 pytestmark = [pytest.mark.oracle, pytest.mark.timeout(900)]
 

@@ -77,8 +77,8 @@ def test_metrics_by_hand(bf16_ckpt, nvfp4_ckpt):
     err = deq.astype(np.float64) - ref
     assert t.rel_error == pytest.approx(math.sqrt((err ** 2).sum() / (ref.astype(np.float64) ** 2).sum()), rel=1e-9)
     assert t.snr_db == pytest.approx(-20 * math.log10(t.rel_error), rel=1e-9)
-    assert t.cosine == pytest.approx((ref * deq).sum() / math.sqrt((ref ** 2).sum() * (deq.astype(np.float64) ** 2).sum()),
-                                     rel=1e-6)
+    norms = math.sqrt((ref ** 2).sum() * (deq.astype(np.float64) ** 2).sum())
+    assert t.cosine == pytest.approx((ref * deq).sum() / norms, rel=1e-6)
     assert t.max_abs_error == pytest.approx(np.abs(err).max(), rel=1e-6)
 
 
@@ -183,7 +183,8 @@ def test_gptq_awq_layouts(bf16_ckpt, tmp_path, kind, desc_act):
     from safetensors.torch import load_file
 
     from advisor.convert.source import open_checkpoint
-    from advisor.quality.layouts import Reader, detect
+    from advisor.quality.dequantize import Reader
+    from advisor.quality.layouts import detect
 
     cand = _int_twin(bf16_ckpt, tmp_path / kind, kind, desc_act=desc_act)
     qts, _ = detect(open_checkpoint(cand))
@@ -228,7 +229,8 @@ def test_gpt_oss_mxfp4_matches_transformers_and_maps_transposed(tmp_path):
     from transformers.integrations.mxfp4 import convert_moe_packed_tensors
 
     from advisor.convert.source import open_checkpoint
-    from advisor.quality.layouts import Reader, detect
+    from advisor.quality.dequantize import Reader
+    from advisor.quality.layouts import detect
 
     g = torch.Generator().manual_seed(1)
     e, hidden, inter = 4, 64, 96
@@ -267,7 +269,8 @@ def test_block_fp8_matches_transformers(bf16_ckpt, tmp_path):
     from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
 
     from advisor.convert.source import open_checkpoint
-    from advisor.quality.layouts import Reader, detect
+    from advisor.quality.dequantize import Reader
+    from advisor.quality.layouts import detect
 
     src = load_file(str(bf16_ckpt / "model.safetensors"))
     out = {}
@@ -347,7 +350,8 @@ def test_bad_inputs_are_one_line_errors(bf16_ckpt, nvfp4_ckpt, tmp_path, capsys)
     bnb = dict(t)
     bnb["model.layers.0.mlp.up_proj.weight"] = torch.zeros(256 * 128 // 2, 1, dtype=torch.uint8)
     bnb["model.layers.0.mlp.up_proj.weight.absmax"] = torch.ones(512)
-    unsupported = write(tmp_path / "bnb", bnb, {**LLAMA_CONFIG, "quantization_config": {"quant_method": "bitsandbytes"}})
+    unsupported = write(tmp_path / "bnb", bnb,
+                        {**LLAMA_CONFIG, "quantization_config": {"quant_method": "bitsandbytes"}})
     rc, _, err = _run(capsys, "quality", str(bf16_ckpt), str(unsupported))
     assert rc == 3 and err.count("\n") == 1 and "model.layers.0.mlp.up_proj: unsupported quantization layout" in err
 

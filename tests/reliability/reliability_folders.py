@@ -13,8 +13,8 @@ from pathlib import Path
 
 from reliability_header_mutations import mutate_bytes
 
-H, I, HEADS, KVH, HD, V, L = 64, 128, 4, 2, 16, 128, 2
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H, "intermediate_size": I,
+H, INTER, HEADS, KVH, HD, V, L = 64, 128, 4, 2, 16, 128, 2
+CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H, "intermediate_size": INTER,
           "num_attention_heads": HEADS, "num_key_value_heads": KVH, "head_dim": HD, "num_hidden_layers": L,
           "vocab_size": V, "max_position_embeddings": 4096, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
 HF_QUANT = {"producer": {"name": "modelopt", "version": "0.47.0"},
@@ -33,7 +33,7 @@ def _tensors(nvfp4: bool) -> dict[str, tuple[str, list[int]]]:
         t[f"{p}.post_attention_layernorm.weight"] = ("BF16", [H])
         for name, n, k in (("self_attn.q_proj", HEADS * HD, H), ("self_attn.k_proj", KVH * HD, H),
                            ("self_attn.v_proj", KVH * HD, H), ("self_attn.o_proj", H, HEADS * HD),
-                           ("mlp.gate_proj", I, H), ("mlp.up_proj", I, H), ("mlp.down_proj", H, I)):
+                           ("mlp.gate_proj", INTER, H), ("mlp.up_proj", INTER, H), ("mlp.down_proj", H, INTER)):
             if nvfp4:
                 t[f"{p}.{name}.weight"] = ("U8", [n, k // 2])
                 t[f"{p}.{name}.weight_scale"] = ("F8_E4M3", [n, k // 16])
@@ -183,8 +183,8 @@ def damage(folder: Path, info: dict, rng: random.Random) -> str:
         tensors = dict(info["tensors"])
         for n in rng.sample(sorted(tensors), 4):
             dtype, shape = tensors[n]
-            tensors[n] = rng.choice((("F4", shape + [2]), ("BOOL", shape), (dtype, shape[::-1]), (dtype, [0] * len(shape)),
-                                     (dtype, shape + [1, 1, 1]), ("F64", [3]), (dtype, [])))
+            tensors[n] = rng.choice((("F4", shape + [2]), ("BOOL", shape), (dtype, shape[::-1]),
+                                     (dtype, [0] * len(shape)), (dtype, shape + [1, 1, 1]), ("F64", [3]), (dtype, [])))
         for f in files:
             (folder / f).unlink(missing_ok=True)
         (folder / "model.safetensors.index.json").unlink(missing_ok=True)
@@ -193,9 +193,11 @@ def damage(folder: Path, info: dict, rng: random.Random) -> str:
     if op == 7:
         index = folder / "model.safetensors.index.json"
         wm = {n: rng.choice(files) for n in info["tensors"]}
-        bad = rng.choice(({"weight_map": wm | {"x": "../outside.safetensors"}}, {"weight_map": wm | {"x": "/etc/passwd"}},
+        bad = rng.choice(({"weight_map": wm | {"x": "../outside.safetensors"}},
+                          {"weight_map": wm | {"x": "/etc/passwd"}},
                           {"weight_map": [1, 2]}, {"weight_map": {n: 5 for n in wm}}, {"weight_map": {}},
-                          {"weight_map": wm | {"x": "missing.safetensors"}}, {"weight_map": wm | {"x": "a\nb.safetensors"}},
+                          {"weight_map": wm | {"x": "missing.safetensors"}},
+                          {"weight_map": wm | {"x": "a\nb.safetensors"}},
                           {"metadata": {"total_size": -5}, "weight_map": wm}, []))
         index.write_text(json.dumps(bad))
         return "index"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers import bench
+from launchers import bench, stream_result
 from reliability_sse import MODES, MisbehavingServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -88,8 +88,8 @@ def test_a_cut_stream_among_good_ones_is_left_out_and_the_verdict_says_so():
     from launchers.report import bench_doc, plain
     from launchers.verdict import Band, Verdict
 
-    good = bench.StreamResult(True, None, 0.1, 1.0, (0.1, 0.2, 0.3), 3, 7, True, "m", finish="length")
-    cut = bench._Stream(0.0)
+    good = stream_result.StreamResult(True, None, 0.1, 1.0, (0.1, 0.2, 0.3), 3, 7, True, "m", finish="length")
+    cut = stream_result.StreamSoFar(0.0)
     cut.arrivals = [0.1, 0.1001, 0.1002]            # 3 of 16 tokens in a burst, then a clean close
     res = cut.result(0.2, 16)
     assert not res.ok and res.flag == "short" and res.decode_tps > 10_000   # the lie it would have told

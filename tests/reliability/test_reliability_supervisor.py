@@ -222,7 +222,8 @@ def test_launch_reports_the_orphans_it_ended(tmp_path, monkeypatch, capsys, clea
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "vllm").write_text(SHIM.format(python=sys.executable, fake=ROOT / "tests/reliability/reliability_fake_engine.py"))
+    fake = ROOT / "tests/reliability/reliability_fake_engine.py"
+    (bin_dir / "vllm").write_text(SHIM.format(python=sys.executable, fake=fake))
     (bin_dir / "vllm").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     old_tag, new_tag = f"nvfp4-test-old-{os.urandom(4).hex()}", f"nvfp4-test-new-{os.urandom(4).hex()}"

@@ -67,7 +67,7 @@ def test_reports_carry_no_control_characters(hostile_ckpt, tmp_path, fmt, capsys
 def test_the_renderer_shared_by_cli_and_tui_never_applies_markup():
     from rich.console import Console
 
-    from advisor.cli import renderables
+    from advisor.rich_render import renderables
     from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table
 
     doc = Doc((Heading("[red]h[/]"), Paragraph("[b]p[/b] \x1b[5m"), KeyValues((("[i]k[/]", "[u]v[/u]"),), title="[t]"),

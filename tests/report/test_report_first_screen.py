@@ -87,7 +87,8 @@ def test_cli_report_answers_in_the_first_screen(tmp_path, monkeypatch):
     decode = dict((k, v) for k, v, _ in got["rows"])["decode (1 stream)"]
     assert decode.startswith(f"{plan['predictions']['decode_tok_s']:,.1f} tok/s")
     kv = plan["recommendation"]["kv_cache_dtype"]
-    assert dict((k, v) for k, v, _ in got["rows"])["KV pool"] == f"{plan['predictions']['kv_pool_tokens'][kv]:,} tokens ({kv})"
+    shown = dict((k, v) for k, v, _ in got["rows"])
+    assert shown["KV pool"] == f"{plan['predictions']['kv_pool_tokens'][kv]:,} tokens ({kv})"
     # the matrix follows the answer; nothing in it is cut off at 1280 px, its notes included
     assert got["matrixTop"] is not None and got["matrixTop"] < 2 * FOLD
     assert got["pageWidth"] <= got["viewport"] and got["hiddenColumns"] == []
@@ -107,7 +108,7 @@ def test_a_verdict_is_in_the_first_screen(tmp_path, monkeypatch):
 
 
 def test_tui_export_has_the_same_title_and_first_screen(tmp_path, monkeypatch):
-    from advisor.analysis import Selection, analyze
+    from advisor.services.analysis import Selection, analyze
     from advisor.tui import actions
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))

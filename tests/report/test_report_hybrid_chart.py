@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.analysis import Selection, analyze
+from advisor.services.analysis import Selection, analyze
 from advisor.cost.kv import layout
 from advisor.report.charts import kv_pool_vs_context
 

@@ -27,7 +27,7 @@ def matrix(checkpoint):
 
 
 def test_cells_follow_explain_and_plan(checkpoint, matrix):
-    from advisor.analysis import kv_decisions
+    from advisor.services.analysis import kv_decisions
     from advisor.cost.engine_profile import load_engine_memory
     from advisor.cost.plan import make_plan
     from advisor.cost.workload import get_workload

@@ -122,7 +122,8 @@ def test_measurement_sections(tmp_path):
     bench.write_text(json.dumps({"schema_version": "1", "kind": "bench",
                                  "report": {"decode_tps": predicted * 0.5, "ttft_s": 0.05, "concurrency": None,
                                             "prefill": {"prefill_s": 1.5, "prompt_words": 3000}}}))
-    cal = Calibration(gpu_id="rtx-3090", uuid="GPU-0badc0de-1111-2222-3333-444455556666", name="NVIDIA GeForce RTX 3090",
+    cal = Calibration(gpu_id="rtx-3090", uuid="GPU-0badc0de-1111-2222-3333-444455556666",
+                      name="NVIDIA GeForce RTX 3090",
                       measured_at="2026-12-01T10:00:00+00:00", bandwidth_gbs=850.0,
                       kernel_bandwidth_eff={"w4a16_nvfp4": 0.93, "bf16": 0.95}, mma_tflops={"hmma_bf16": 69.0},
                       dequant_overhead={"w4a16_nvfp4": 0.04})

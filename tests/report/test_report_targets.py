@@ -121,7 +121,7 @@ def test_write_atomic_rechecks_the_target(tmp_path):
 
 def test_tui_export_needs_the_second_press(tmp_path):
     """The TUI's Export goes through the same check; its message says how to confirm."""
-    from advisor.analysis import Selection, analyze
+    from advisor.services.analysis import Selection, analyze
     from advisor.errors import BadInput
     from advisor.gpu_table import get_gpu
     from advisor.tui.actions import export_report

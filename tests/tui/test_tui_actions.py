@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.analysis import Selection, analyze
 from advisor.errors import UsageError
+from advisor.services.analysis import Selection, analyze
 from advisor.tui.actions import command_from_line, launch_command_line, start_server
 
 

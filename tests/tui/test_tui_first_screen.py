@@ -8,9 +8,9 @@ import pytest
 from textual.widgets import Footer, Select, Static
 from textual.widgets._footer import FooterKey
 
-from advisor import views
-from advisor.analysis import analyze
-from advisor.answer import answer_pairs
+from advisor.services import views
+from advisor.services.analysis import analyze
+from advisor.services.answer import answer_pairs
 from advisor.tui.docview import DocView
 
 pytestmark = pytest.mark.timeout(300)
@@ -101,7 +101,7 @@ async def test_explain_tab_leads_with_the_answer_install_detail_below(make_app):
 def test_piped_answer_prints_the_same_four_lines():
     from tests_tui_helpers import no_gpu_probe_result as no_gpu_probe
 
-    from advisor.analysis import Selection
+    from advisor.services.analysis import Selection
 
     a = analyze(Selection("demo:qwen3-8b-nvfp4", "rtx-3090"))
     doc = views.plain_doc(no_gpu_probe(), a)

@@ -7,9 +7,9 @@ import time
 import pytest
 from textual.widgets import Input, OptionList, Select, TextArea
 
-from advisor import views
-from advisor.analysis import Selection, analyze
-from advisor.kernel_path.rules import available_versions
+from advisor.kernel_path.rule_versions import available_versions
+from advisor.services import views
+from advisor.services.analysis import Selection, analyze
 from advisor.tui.docview import DocView
 from advisor.user_state import load_state
 
@@ -157,7 +157,6 @@ async def test_launch_tiny_real_server_and_stop(make_app, tui_tiny_model, monkey
     """Launch `transformers serve` from the Launch tab (edited command: free port), see it become
     ready, benchmark it, stop it, and leave no process behind."""
     import psutil
-
     from tests_tui_helpers import free_port_for_test
 
     from advisor.tui import actions
@@ -346,7 +345,6 @@ async def test_recent_items_are_checkpoints_that_inspect(make_app, tmp_path, tui
 @pytest.mark.server
 async def test_quit_with_a_running_server_stops_it_first(make_app, tui_tiny_model):
     import psutil
-
     from tests_tui_helpers import free_port_for_test
 
     app = make_app(checkpoint=str(tui_tiny_model))

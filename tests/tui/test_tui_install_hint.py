@@ -29,7 +29,7 @@ def test_hint_from_a_wheel_names_the_package(monkeypatch):
 
 
 async def test_microbench_tab_prints_the_working_hint(make_app, monkeypatch):
-    monkeypatch.setattr("advisor.commands.microbench.gpu_unavailable", lambda: "no CUDA GPU here (test)")
+    monkeypatch.setattr("advisor.services.microbench.gpu_unavailable", lambda: "no CUDA GPU here (test)")
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from textual.widgets import Select, TextArea
+from tests_tui_helpers import free_port_for_test
+from textual.widgets import TextArea
 
 from launchers import pidfile
 from launchers.supervisor import Server
-
-from tests_tui_helpers import free_port_for_test
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(180)]
 
@@ -153,10 +152,11 @@ async def test_stop_while_loading_says_stopped_not_failed(make_app, tui_tiny_mod
 
 def test_a_cancelled_launch_never_starts(monkeypatch):
     """Cancelled before the worker reaches the start: no process at all."""
+    from advisor.services.launch import server
     from advisor.tui import actions
 
     calls = []
-    monkeypatch.setattr(actions, "start_server", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(server, "start_server", lambda *a, **k: calls.append(a))
     launch = actions.Launch()
     assert launch.cancel() is None
     assert launch.start("anything", None) is None

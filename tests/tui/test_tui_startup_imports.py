@@ -9,10 +9,11 @@ import os
 import subprocess
 import sys
 
-from advisor import views
+from advisor.services import views
 from tests.conftest import ROOT
 
-LISTS = "from advisor import views\nv = [views.gpu_choices(), views.engine_choices(), views.demo_names(), views.workload_names()]\n"
+LISTS = ("from advisor.services import views\n"
+         "v = [views.gpu_choices(), views.engine_choices(), views.demo_names(), views.workload_names()]\n")
 
 
 def test_the_pickers_lists_import_neither_pydantic_nor_yaml():

@@ -107,7 +107,8 @@ def _dense(method, facts, scheme, sfacts, sm, layer) -> str:
             "CompressedTensorsW8A8Int8": "sgl-kernel int8_scaled_mm (CUTLASS, INT8 W8A8)",
             "CompressedTensorsW8A8Fp8": "CUTLASS FP8 (sgl-kernel fp8_scaled_mm)",
         }.get(scheme) or (_FP4_BACKENDS.get(layer.get("_fp4_backend", ""), "unmapped")
-                          if scheme == "CompressedTensorsW4A4Fp4" else f"unmapped: compressed-tensors scheme {scheme!r}")
+                          if scheme == "CompressedTensorsW4A4Fp4"
+                          else f"unmapped: compressed-tensors scheme {scheme!r}")
     return f"unmapped: linear method {method!r}"
 
 
@@ -119,7 +120,8 @@ def _moe(method, facts, scheme, layer, sm) -> str:
             runner, f"unmapped: unquantized MoE runner {runner!r}")
     if method == "ModelOptFp8MoEMethod":
         return {"triton": "triton fused_moe (FP8)", "flashinfer_trtllm": "flashinfer_trtllm (FP8 MoE)",
-                "flashinfer_cutlass": "flashinfer_cutlass (FP8 MoE)"}.get(runner, f"unmapped: ModelOpt FP8 MoE runner {runner!r}")
+                "flashinfer_cutlass": "flashinfer_cutlass (FP8 MoE)"}.get(
+            runner, f"unmapped: ModelOpt FP8 MoE runner {runner!r}")
     if method == "Fp8MoEMethod" or scheme == "CompressedTensorsW8A8Fp8MoE":
         if runner == "triton":
             return "triton fused_moe (FP8)"
@@ -129,7 +131,8 @@ def _moe(method, facts, scheme, layer, sm) -> str:
     if method == "ModelOptNvFp4FusedMoEMethod":
         return {"marlin": "Marlin MoE (NVFP4 W4A16)", "flashinfer_trtllm": "flashinfer_trtllm (NVFP4 MoE)",
                 "flashinfer_trtllm_routed": "flashinfer_trtllm_routed (NVFP4 MoE)",
-                "flashinfer_cutlass": "flashinfer_cutlass (NVFP4 MoE)"}.get(runner, f"unmapped: NVFP4 MoE runner {runner!r}")
+                "flashinfer_cutlass": "flashinfer_cutlass (NVFP4 MoE)"}.get(
+            runner, f"unmapped: NVFP4 MoE runner {runner!r}")
     if method == "Mxfp4MoEMethod":
         if runner == "triton_kernel":
             return "triton_kernels matmul_ogs (MXFP4 x BF16)"
@@ -218,8 +221,9 @@ def compare(config: str, sm: int, mode: str, row: dict, explanation: dict, specs
     decisions = explanation["decisions"]
     load = explanation.get("load") or {}
     stage = res.get("stage")
+    same_error = all(d.get("error") == decisions[0].get("error") for d in decisions)
     advisor_refused = bool(load.get("refused")) or (bool(decisions) and all(not d["runs"] for d in decisions)
-                                                    and all(d.get("error") == decisions[0].get("error") for d in decisions))
+                                                    and same_error)
     adv_error = load.get("error") or (decisions[0].get("error") if decisions else "") or ""
     if stage in ("server_args", "model_config", "quant_config", "scheduler"):
         ok = advisor_refused and same_refusal(res.get("error", ""), adv_error)

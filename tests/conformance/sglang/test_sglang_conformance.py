@@ -177,7 +177,7 @@ def test_every_listed_difference_is_still_needed(corpus, engine_rows):
 
 def test_every_rule_file_version_has_a_run():
     """A rule file for a newer SGLang needs its own engine run: this suite covers ENGINE_VERSION only."""
-    from advisor.kernel_path.rules import available_versions
+    from advisor.kernel_path.rule_versions import available_versions
 
     versions = available_versions("sglang")
     assert versions == [cache.ENGINE_VERSION], (

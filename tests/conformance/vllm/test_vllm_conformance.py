@@ -184,7 +184,8 @@ def test_a_rule_change_breaks_agreement(engine, tmp_path):
     src = (PROFILES_DIR / "engines" / "vllm-0.33.yaml").read_text()
     assert "      - *humming_nvfp4_sm90\n      - *marlin_nvfp4\n" in src
     edited = src.replace("    candidates:\n      - kernel: FlashInferCuteDslNvFp4LinearKernel\n",
-                         "    candidates:\n      - *marlin_nvfp4\n      - kernel: FlashInferCuteDslNvFp4LinearKernel\n", 1)
+                         "    candidates:\n      - *marlin_nvfp4\n"
+                         "      - kernel: FlashInferCuteDslNvFp4LinearKernel\n", 1)
     assert edited != src
     (rules / "vllm-0.33.yaml").write_text(edited)
     picked = {k: v for k, v in rows.items() if k.startswith("demo--qwen3-8b-nvfp4|sm_100|")}
@@ -196,7 +197,7 @@ def test_a_rule_change_breaks_agreement(engine, tmp_path):
 def test_the_newest_vllm_rule_file_is_the_one_checked():
     """A rule file for a new vLLM version needs its own run: install that version in .ci/venv-vllm.sh and
     refresh the cache (its rows are then all stale, so the suite cannot pass on the old answers)."""
-    from advisor.kernel_path.rules import available_versions
+    from advisor.kernel_path.rule_versions import available_versions
 
     newest = available_versions("vllm")[-1]
     checked = vllm_cache.ENGINE_VERSION.rsplit(".", 1)[0]

@@ -3,6 +3,10 @@
 Used by the `plan` command, the TUI and the report builder so that none of them re-implements the
 chain. Pure apart from reading the checkpoint's config/headers (inspect) and profile files; each
 stage's failure is kept as a one-line error so a view can still show the stages that worked.
+
+One analysis explains each distinct (gpus, engine, version, options) once (Explainer): a KV dtype or
+TP size the tuner weighs that is the explained one, and the explain-only answer after a failed plan,
+reuse the explanation already made.
 """
 
 from __future__ import annotations
@@ -65,19 +69,46 @@ class Analysis:
         return "", ""
 
 
-def kv_decisions(checkpoint, gpu, gpus, engine, version, names, options=None):
+class Explainer:
+    """explain() for one checkpoint on one GPU, each (gpus, engine, version, options) computed once:
+    a repeat returns the same Explanation (or raises the same error) without running the rules again."""
+
+    def __init__(self, checkpoint, gpu):
+        self.checkpoint, self.gpu = checkpoint, gpu
+        self._made: dict = {}
+        self.runs = 0                      # explain() calls really made (tests count them)
+
+    def __call__(self, *, gpus: int = 1, engine: str = "vllm", version: str | None = None, options: Any = None):
+        from advisor.kernel_path.explain import explain
+        from advisor.kernel_path.options import InstallOptions
+
+        options = options if options is not None else InstallOptions()
+        key = (gpus, engine, version, options, options.labels)     # labels: shown, but not compared
+        if key not in self._made:
+            self.runs += 1
+            try:
+                self._made[key] = (explain(self.checkpoint, self.gpu, gpus=gpus, engine=engine, version=version,
+                                           options=options), None)
+            except AdvisorError as err:
+                self._made[key] = (None, err)
+        explanation, failed = self._made[key]
+        if failed is not None:
+            raise failed
+        return explanation
+
+
+def kv_decisions(checkpoint, gpu, gpus, engine, version, names, options=None, *, explainer: Explainer | None = None):
     """explain's attention decision for each KV dtype the tuner may pick (by engine flag value),
     so the tuner never recommends a KV dtype the attention backend rejects."""
-    from advisor.kernel_path.explain import explain
     from advisor.kernel_path.model import LayerDecision
     from advisor.kernel_path.options import InstallOptions
 
+    explain = explainer or Explainer(checkpoint, gpu)
     base = options or InstallOptions()
     out = {}
     for name in names:
         try:
-            ex = explain(checkpoint, gpu, gpus=gpus, engine=engine, version=version,
-                         options=replace(base, kv_cache_dtype=name))
+            ex = explain(gpus=gpus, engine=engine, version=version, options=replace(base, kv_cache_dtype=name))
         except AdvisorError as err:
             out[name] = LayerDecision("attention_kv", ("attention",), "KV", f"KV {name}", None, "none", "bf16",
                                       "none", False, (), error=f"no rule in explain: {err}")
@@ -100,16 +131,15 @@ def explain_and_plan(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ve
 
 def explain_plan_kv(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", version: str | None = None,
                     workload: Any = "interactive", workloads_file: str | None = None, overrides: Any = None,
-                    calibration: Any = None, options: Any = None):
+                    calibration: Any = None, options: Any = None, explainer: Explainer | None = None):
     """explain_and_plan, plus the attention decision for each KV dtype the tuner weighed:
-    (explanation, plan, {KV flag value: LayerDecision})."""
+    (explanation, plan, {KV flag value: LayerDecision}). ``explainer``: one shared with the caller,
+    so what it explained here is not explained again."""
     from advisor.cost.engine_profile import load_engine_memory
+    from advisor.cost.overrides import Overrides
     from advisor.cost.plan import make_plan
     from advisor.cost.workload import get_workload
-    from advisor.kernel_path.explain import explain
     from advisor.kernel_path.options import InstallOptions
-
-    from advisor.cost.overrides import Overrides
 
     if isinstance(workload, str):
         workload = get_workload(workload, workloads_file)
@@ -117,15 +147,15 @@ def explain_plan_kv(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ver
     if options is None:
         options = InstallOptions(kv_cache_dtype=getattr(overrides, "kv_cache_dtype", None),
                                  tp=getattr(overrides, "tp", None))
+    explain = explainer or Explainer(checkpoint, gpu)
     eng = load_engine_memory(engine, version)
-    explanation = explain(checkpoint, gpu, gpus=gpus, engine=engine, version=version, options=options)
+    explanation = explain(gpus=gpus, engine=engine, version=version, options=options)
     names = [options.kv_cache_dtype] if options.kv_cache_dtype else list(eng.kv_tune)
-    kvd = kv_decisions(checkpoint, gpu, gpus, engine, version, names, options)
-    from dataclasses import replace
+    kvd = kv_decisions(checkpoint, gpu, gpus, engine, version, names, options, explainer=explain)
 
     def explain_at_tp(n: int):
         # the tuner's other TP sizes keep the user's install options (e.g. FastLLM --moe_device)
-        return explain(checkpoint, gpu, gpus=gpus, engine=engine, version=version, options=replace(options, tp=n))
+        return explain(gpus=gpus, engine=engine, version=version, options=replace(options, tp=n))
 
     plan = make_plan(checkpoint, explanation, gpu, gpus=gpus, workload=workload, overrides=overrides,
                      calibration=calibration, kv_decisions=kvd, engine_memory=eng, explain_at_tp=explain_at_tp)
@@ -153,17 +183,15 @@ def analyze(sel: Selection, *, options: Any = None, overrides: Any = None, gpu: 
         from advisor.calibration import load_calibration
 
         calibration = load_calibration(gpu.id)
+    explain = Explainer(checkpoint, gpu)
     try:
         explanation, plan, kvd = explain_plan_kv(
             checkpoint, gpu, gpus=sel.gpus, engine=sel.engine, version=sel.engine_version,
-            workload=sel.workload, overrides=overrides, calibration=calibration, options=options)
+            workload=sel.workload, overrides=overrides, calibration=calibration, options=options, explainer=explain)
     except AdvisorError as err:
         # Keep what explain alone can still say (e.g. the plan failed on memory, not the path).
         try:
-            from advisor.kernel_path.explain import explain
-
-            kw = {"options": options} if options is not None else {}
-            explanation = explain(checkpoint, gpu, gpus=sel.gpus, engine=sel.engine, version=sel.engine_version, **kw)
+            explanation = explain(gpus=sel.gpus, engine=sel.engine, version=sel.engine_version, options=options)
             return Analysis(sel, gpu=gpu, checkpoint=checkpoint, explanation=explanation, options=options,
                             errors={"plan": str(err)})
         except AdvisorError as err2:

@@ -56,6 +56,7 @@ def test_every_third_party_import_is_declared():
     provided = {MODULE_OF.get(d, d.replace("-", "_")) for d in deps + extras.get("kernels", [])}
     local = set(SHIPPED) | set(sys.stdlib_module_names) | {"__future__"}
     # engines and oracles are optional and imported only behind a guard where they are installed
-    optional = {"vllm", "sglang", "ftllm", "transformers", "torch", "triton", "safetensors", "modelopt", "llmcompressor"}
+    optional = {"vllm", "sglang", "ftllm", "transformers", "torch", "triton", "safetensors", "modelopt",
+                "llmcompressor"}
     missing = sorted(m for m in _imported() - local - provided - optional)
     assert not missing, f"imported by shipped code but not declared: {missing}"

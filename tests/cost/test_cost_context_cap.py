@@ -1,5 +1,5 @@
-"""Tuner round 2: the context cap every engine needs (vLLM --max-model-len), SGLang's raised
---mem-fraction-static, and trade-off rows that agree with the Predictions."""
+"""The context cap: --context beyond the model's maximum, and the cap every engine needs when one request at the
+maximum does not fit (vLLM --max-model-len)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,26 @@ from pathlib import Path
 import pytest
 from cost_builders import dense_checkpoint, explanation, rtx3090
 
-from advisor import engine_flags
 from advisor.cli import main
-from advisor.cost import context, memory
+from advisor.cost import context
 from advisor.cost.engine_profile import load_engine_memory
 from advisor.cost.overrides import Overrides
 from advisor.cost.plan import make_plan
 from advisor.cost.workload import get_workload
+from advisor.engines import flags as engine_flags
 from launchers.engines import build_command
 from launchers.settings import settings_from_plan
 
+VLLM = load_engine_memory("vllm")
 DEMO = "demo:qwen3.6-27b-nvfp4-mixed"          # 20.4 GiB of weights, 262,144-token maximum context
 DEMO_DIR = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3.6-27b-nvfp4-mixed"
-VLLM = load_engine_memory("vllm")
+
+
+def _plan(gpu, scheme="W4A16-NVFP4", ck=None, **ov):
+    ck = ck or dense_checkpoint(scheme)
+    mma = "hmma_f16" if gpu.arch == "turing" else "hmma_bf16"
+    return make_plan(ck, explanation(scheme, gpu=gpu.id, mma=mma, kv_mma=mma), gpu, gpus=1,
+                     workload=get_workload("interactive"), overrides=Overrides(**ov), engine_memory=VLLM)
 
 
 def _plan_json(capsys, *argv):
@@ -46,7 +53,15 @@ def _dense_plan(max_pos, workload="interactive", **wl):
                          engine_memory=VLLM)
 
 
-# ---------------------------------------------------------------- 1. the context cap
+# ---------------------------------------------------------------- --context beyond the model
+def test_context_override_is_capped_at_the_model_maximum_with_a_warning():
+    plan = _plan(rtx3090(), ck=dense_checkpoint(max_pos=40960), context_tokens=1_000_000, prompt_tokens=500_000)
+    assert plan.predictions.decode_context_tokens == 40960
+    assert any("--context 1,000,000" in w and "40,960" in w for w in plan.warnings)
+    assert any("--prompt 500,000" in w for w in plan.warnings)
+
+
+# ---------------------------------------------------------------- the context cap
 def test_vllm_plan_and_launch_cap_the_context_the_kv_pool_holds(capsys, tmp_path):
     doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "vllm")
     rec, preds, w = doc["recommendation"], doc["predictions"], doc["workload"]
@@ -101,59 +116,3 @@ def test_every_engine_spells_the_cap_from_the_plan(engine, flag):
     assert s.max_model_len == 20480
     argv = build_command(s).argv
     assert argv[argv.index(flag) + 1] == "20480"
-
-
-# ---------------------------------------------------------------- 2. SGLang raises its share
-def test_sglang_raises_mem_fraction_static_when_the_weights_fit_only_then(capsys, tmp_path):
-    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "sglang")
-    rec, preds, w = doc["recommendation"], doc["predictions"], doc["workload"]
-    assert rec["blocked"] == "" and preds["decode_tok_s"] > 0
-    assert rec["memory_share"] == 0.95 and rec["flags"]["--mem-fraction-static"] == "0.95"
-    default = [o for o in _rows(doc, "memory_share") if not o["chosen"]]
-    assert len(default) == 1 and float(default[0]["value"]) < 0.95
-    assert "raised" in _chosen(doc, "memory_share")["note"]
-    assert preds["max_context_per_request"] >= w["context_tokens"]
-    assert not any("do not fit in 1 x" in x for x in doc["warnings"])
-    # the activations of the chosen chunk still fit outside the share (SGLang keeps them there)
-    from advisor.checkpoint.inspect import inspect_checkpoint
-
-    arch = inspect_checkpoint(str(DEMO_DIR)).arch
-    vram = 24 * 2**30
-    act = memory.activation_bytes(arch, rec["chunked_prefill"], rec["max_batch"], rec["tp"]).value
-    assert act <= vram * (1 - rec["memory_share"])
-    # ... and the launch line carries the same share and context cap
-    assert rec["flags"]["--context-length"] == str(rec["max_model_len"])
-    path = tmp_path / "p.json"
-    path.write_text(json.dumps(doc))
-    assert main(["launch", str(DEMO_DIR), "--engine", "sglang", "--gpu", "rtx-3090", "--plan", str(path),
-                 "--dry-run", "--json"]) == 0
-    argv = json.loads(capsys.readouterr().out)["command"]["argv"]
-    pairs = dict(zip(argv, argv[1:]))
-    for flag, value in rec["flags"].items():
-        assert pairs[flag] == value, flag
-
-
-def test_sglang_keeps_a_fixed_share(capsys):
-    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "sglang", "--memory-share", "0.8")
-    assert doc["recommendation"]["memory_share"] == 0.8
-    assert doc["recommendation"]["blocked"]            # 24 GiB x 0.8 does not hold 20.4 GiB of weights
-
-
-# ---------------------------------------------------------------- 3. trade-offs agree with Predictions
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_tradeoff_rows_agree_with_the_predictions(capsys, engine):
-    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", engine)
-    rec, preds = doc["recommendation"], doc["predictions"]
-    assert rec["draft_tokens"] > 0 or engine == "sglang"
-    kv = _chosen(doc, "kv_cache_dtype")
-    assert kv["value"] == rec["kv_cache_dtype"] and kv["metrics"]["fits_workload"] is True
-    assert kv["metrics"]["kv_pool_tokens"] == preds["kv_pool_tokens"][rec["kv_cache_dtype"]]
-    assert kv["metrics"]["max_context_per_request"] == preds["max_context_per_request"]
-    for row in _rows(doc, "kv_cache_dtype"):
-        if row["metrics"]:
-            assert row["metrics"]["kv_pool_tokens"] == preds["kv_pool_tokens"][row["value"]], row["value"]
-            assert f"share {rec['memory_share']:g}" in row["note"]
-            assert f"{rec['draft_tokens']} draft tokens" in row["note"]
-    pool = preds["kv_pool_tokens"][rec["kv_cache_dtype"]]
-    assert _chosen(doc, "chunked_prefill")["metrics"]["kv_pool_tokens"] == pool
-    assert _chosen(doc, "memory_share")["metrics"]["max_context_per_request"] == preds["max_context_per_request"]

@@ -1,7 +1,7 @@
 """Import hygiene, checked in fresh interpreters.
 
-- every core module (advisor/**/*.py except advisor/cli.py, advisor/__main__.py and advisor/tui/)
-  imports, and without pulling in textual or rich (only the CLI and the TUI render);
+- every core module (advisor/**/*.py except advisor/cli.py, advisor/__main__.py, advisor/rich_render.py and
+  advisor/tui/) imports, and without pulling in textual or rich (only the CLI and the TUI render);
 - building the CLI parser (what `nvfp4-advisor --help` does) imports no torch, triton, textual,
   rich or pydantic; the GPU table modules load pydantic and yaml only when a table is read.
 """
@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,8 @@ def core_modules() -> list[str]:
     mods = []
     for path in sorted(ADVISOR.rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if rel.parts[1] == "tui" or rel.as_posix() in ("advisor/cli.py", "advisor/__main__.py"):
+        if rel.parts[1] == "tui" or rel.as_posix() in ("advisor/cli.py", "advisor/__main__.py",
+                                                       "advisor/rich_render.py"):
             continue
         parts = list(rel.with_suffix("").parts)
         if parts[-1] == "__init__":

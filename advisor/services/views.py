@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph
-from advisor.gpu_table import WHAT_IF_GPU as DEFAULT_GPU     # one what-if card for the TUI, the piped answer, plan
+from advisor.doc import Block, Bullets, Doc, Heading, KeyValues, Paragraph
+from advisor.gpu_table import WHAT_IF_GPU as DEFAULT_GPU  # one what-if card for the TUI, the piped answer, plan
 
 
 def gpu_choices() -> tuple[tuple[str, str], ...]:
@@ -49,11 +49,13 @@ def probed_gpu_id(probe_result: Any) -> str | None:
     return None if sel.spec.derived else sel.spec.id
 
 
-def engine_choices(engines=("vllm", "sglang", "fastllm")) -> tuple[tuple[str, str], ...]:
-    """(label, "engine@version") for every engine rule file shipped in profiles/engines/."""
-    from advisor.kernel_path.rule_versions import available_versions      # file names: no pydantic
+def engine_choices(engines: tuple[str, ...] | None = None) -> tuple[tuple[str, str], ...]:
+    """(label, "engine@version") for every engine rule file shipped in profiles/engines/ (default: the
+    registry's tuned engines)."""
+    from advisor import engines as registry
+    from advisor.kernel_path.rule_versions import available_versions  # file names: no pydantic
 
-    return tuple((f"{e} {v}", f"{e}@{v}") for e in engines for v in reversed(available_versions(e)))
+    return tuple((f"{e} {v}", f"{e}@{v}") for e in engines or registry.tuned() for v in reversed(available_versions(e)))
 
 
 def demo_names() -> tuple[str, ...]:
@@ -86,7 +88,7 @@ def hardware_doc(probe_result: Any, gpu_id: str | None, gpus: int, *, plain: boo
     except AdvisorError as err:
         return probe_doc(probe_result) + Doc((Paragraph(str(err), "bad"),))
     doc = probe_doc(probe_result, selection)
-    if probe_result.status != "ok":
+    if probe_result.status != "ok" and selection is not None:
         other = "Pass --gpu ID to explain/plan for another card" if plain else "Pick another card above"
         doc = Doc((Paragraph(f"No GPU here — planning for {gpus} × {selection.spec.name}. "
                              f"{other} (what-if).", "accent"),)) + doc
@@ -176,11 +178,11 @@ def verdict_doc(a: Any) -> Doc:
 def summary_doc(a: Any) -> Doc:
     """One screen: the answer (runs as · decode · KV pool · max context), the explanation and the
     engine's warnings decoded (the status line's long form)."""
-    from advisor.answer import answer_pairs, answer_title
+    from advisor.services.answer import answer_pairs, answer_title
 
     if a is None or a.explanation is None:
         return Doc(())
-    blocks = [KeyValues(answer_pairs(a), title=answer_title(a)), Paragraph(a.explanation.summary)]
+    blocks: list[Block] = [KeyValues(answer_pairs(a), title=answer_title(a)), Paragraph(a.explanation.summary)]
     warnings = {w.text: w.meaning for d in a.explanation.decisions for w in d.warnings}
     if warnings:      # the summary promises them "below"
         blocks.append(Bullets(tuple(f"{text} — {meaning}" for text, meaning in warnings.items()),
@@ -198,7 +200,7 @@ START_HINT = "F4 why · F5 cost and tuning · F6 launch command · Ctrl+P every 
 def start_doc(probe_result: Any, a: Any, current: Any, gpu_id: str | None, gpus: int) -> Doc:
     """The first screen: the answer for the current choice (``current``: the Selection on screen),
     where to go next, then the hardware. An analysis of an earlier choice is never shown as the answer."""
-    from advisor.answer import answer_doc
+    from advisor.services.answer import answer_doc
 
     if a is None or current is None or a.selection != current:
         lead = Doc((Paragraph("Working out the answer…", "dim"),)) if current is not None else Doc(())

@@ -1,0 +1,2 @@
+"""One pane per tab (advisor/tui/tabs.py lists them): each composes its widgets, handles their
+events and offers them as typed properties."""
