@@ -93,7 +93,7 @@ def _get(obj, name, default=None):
 
 
 def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSettings:
-    """ServeSettings from an ``advisor.cost.plan.Plan`` (or its ``to_json()`` dict): the recommendation's
+    """ServeSettings from an ``advisor.cost.plan_records.Plan`` (or its ``to_json()`` dict): the recommendation's
     KV dtype (engine spelling), max batch, context cap (max model len), memory share, chunked prefill,
     TP, CUDA graphs and speculative method / draft tokens, and what its figures assumed besides (environment such
     as FASTLLM_DRAFT_QUANT, prefix caching, the chat template). ``overrides`` win (model path, port, draft

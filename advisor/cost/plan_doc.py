@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.cost.plan import Plan, Predictions, Recommendation, StatePrediction
+from advisor.cost.plan_records import Plan, Predictions, Recommendation, StatePrediction
 from advisor.cost.spec_concurrency import SpecCurve
 from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
 

@@ -5,7 +5,8 @@ each candidate issues, where dequantization happens, warnings with their meaning
 candidate whose engine switches kernels by the number of rows M lists them in ``rows`` (bands below
 a threshold, each with its kernel, MMA, dequant location and source line).
 Loading (advisor.kernel_path.rule_files) validates every key (unknown keys are errors) and reports the
-file on failure.
+file on failure. One model per YAML construct, all in this module: the whole format reads in one place
+(which is why it runs past 400 lines).
 """
 
 from __future__ import annotations

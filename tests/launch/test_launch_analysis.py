@@ -121,7 +121,7 @@ def test_load_prediction_from_plan_json(tmp_path):
 
 
 def test_settings_from_real_recommendation():
-    from advisor.cost.plan import Recommendation
+    from advisor.cost.plan_records import Recommendation
 
     rec = Recommendation(kv_cache_dtype="nvfp4", max_batch=16, draft_tokens=3, memory_share=0.92, chunked_prefill=4096,
                          tp=2, cuda_graphs=False, speculative_method="qwen3_5_mtp", flags={})
