@@ -12,9 +12,19 @@ reuse the explanation already made.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from advisor.errors import AdvisorError
+
+if TYPE_CHECKING:      # annotations only: the chain's modules load when a stage runs
+    from advisor.calibration import Calibration
+    from advisor.checkpoint.model import CheckpointInfo
+    from advisor.cost.overrides import Overrides
+    from advisor.cost.workload import Workload
+    from advisor.cost.plan_records import Plan
+    from advisor.gpu_spec import GpuSpec
+    from advisor.kernel_path.model import Explanation, LayerDecision
+    from advisor.kernel_path.options import InstallOptions
 
 
 @dataclass(frozen=True)
@@ -30,13 +40,13 @@ class Selection:
 @dataclass(frozen=True)
 class Analysis:
     selection: Selection
-    gpu: Any = None                    # GpuSpec
-    checkpoint: Any = None             # CheckpointInfo
-    explanation: Any = None            # Explanation
-    plan: Any = None                   # Plan
-    options: Any = None                # InstallOptions used by explain
+    gpu: GpuSpec | None = None
+    checkpoint: CheckpointInfo | None = None
+    explanation: Explanation | None = None
+    plan: Plan | None = None
+    options: InstallOptions | None = None                  # the install options explain used
     errors: dict[str, str] = field(default_factory=dict)   # stage -> one-line error
-    kv_decisions: dict = field(default_factory=dict)       # KV flag value -> explain's attention decision
+    kv_decisions: dict[str, LayerDecision] = field(default_factory=dict)   # KV flag value -> attention decision
 
     @property
     def ok(self) -> bool:
@@ -73,12 +83,13 @@ class Explainer:
     """explain() for one checkpoint on one GPU, each (gpus, engine, version, options) computed once:
     a repeat returns the same Explanation (or raises the same error) without running the rules again."""
 
-    def __init__(self, checkpoint, gpu):
+    def __init__(self, checkpoint: CheckpointInfo, gpu: GpuSpec):
         self.checkpoint, self.gpu = checkpoint, gpu
-        self._made: dict = {}
+        self._made: dict[tuple, tuple[Explanation | None, AdvisorError | None]] = {}
         self.runs = 0                      # explain() calls really made (tests count them)
 
-    def __call__(self, *, gpus: int = 1, engine: str = "vllm", version: str | None = None, options: Any = None):
+    def __call__(self, *, gpus: int = 1, engine: str = "vllm", version: str | None = None,
+                 options: InstallOptions | None = None) -> Explanation:
         from advisor.kernel_path.explain import explain
         from advisor.kernel_path.options import InstallOptions
 
@@ -94,10 +105,13 @@ class Explainer:
         explanation, failed = self._made[key]
         if failed is not None:
             raise failed
+        assert explanation is not None      # stored with its error when explain failed
         return explanation
 
 
-def kv_decisions(checkpoint, gpu, gpus, engine, version, names, options=None, *, explainer: Explainer | None = None):
+def kv_decisions(checkpoint: CheckpointInfo, gpu: GpuSpec, gpus: int, engine: str, version: str | None,
+                 names: list[str], options: InstallOptions | None = None, *,
+                 explainer: Explainer | None = None) -> dict[str, LayerDecision]:
     """explain's attention decision for each KV dtype the tuner may pick (by engine flag value),
     so the tuner never recommends a KV dtype the attention backend rejects."""
     from advisor.kernel_path.model import LayerDecision
@@ -105,7 +119,7 @@ def kv_decisions(checkpoint, gpu, gpus, engine, version, names, options=None, *,
 
     explain = explainer or Explainer(checkpoint, gpu)
     base = options or InstallOptions()
-    out = {}
+    out: dict[str, LayerDecision] = {}
     for name in names:
         try:
             ex = explain(gpus=gpus, engine=engine, version=version, options=replace(base, kv_cache_dtype=name))
@@ -120,8 +134,9 @@ def kv_decisions(checkpoint, gpu, gpus, engine, version, names, options=None, *,
 
 
 def explain_and_plan(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", version: str | None = None,
-                     workload: Any = "interactive", workloads_file: str | None = None, overrides: Any = None,
-                     calibration: Any = None, options: Any = None):
+                     workload: str | Workload = "interactive", workloads_file: str | None = None,
+                     overrides: Overrides | None = None, calibration: Calibration | None = None,
+                     options: InstallOptions | None = None) -> tuple[Explanation, Plan]:
     """Explain the kernel path, then cost it and tune the settings. Returns (explanation, plan)."""
     explanation, plan, _ = explain_plan_kv(checkpoint, gpu, gpus=gpus, engine=engine, version=version,
                                            workload=workload, workloads_file=workloads_file, overrides=overrides,
@@ -130,8 +145,10 @@ def explain_and_plan(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ve
 
 
 def explain_plan_kv(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", version: str | None = None,
-                    workload: Any = "interactive", workloads_file: str | None = None, overrides: Any = None,
-                    calibration: Any = None, options: Any = None, explainer: Explainer | None = None):
+                    workload: str | Workload = "interactive", workloads_file: str | None = None,
+                    overrides: Overrides | None = None, calibration: Calibration | None = None,
+                    options: InstallOptions | None = None, explainer: Explainer | None = None
+                    ) -> tuple[Explanation, Plan, dict[str, LayerDecision]]:
     """explain_and_plan, plus the attention decision for each KV dtype the tuner weighed:
     (explanation, plan, {KV flag value: LayerDecision}). ``explainer``: one shared with the caller,
     so what it explained here is not explained again."""
@@ -145,8 +162,7 @@ def explain_plan_kv(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ver
         workload = get_workload(workload, workloads_file)
     overrides = overrides or Overrides()
     if options is None:
-        options = InstallOptions(kv_cache_dtype=getattr(overrides, "kv_cache_dtype", None),
-                                 tp=getattr(overrides, "tp", None))
+        options = InstallOptions(kv_cache_dtype=overrides.kv_cache_dtype, tp=overrides.tp)
     explain = explainer or Explainer(checkpoint, gpu)
     eng = load_engine_memory(engine, version)
     explanation = explain(gpus=gpus, engine=engine, version=version, options=options)
@@ -162,8 +178,9 @@ def explain_plan_kv(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ver
     return explanation, plan, kvd
 
 
-def analyze(sel: Selection, *, options: Any = None, overrides: Any = None, gpu: Any = None,
-            checkpoint: Any = None, calibration: Any = None, use_calibration: bool = True) -> Analysis:
+def analyze(sel: Selection, *, options: InstallOptions | None = None, overrides: Overrides | None = None,
+            gpu: GpuSpec | None = None, checkpoint: CheckpointInfo | None = None,
+            calibration: Calibration | None = None, use_calibration: bool = True) -> Analysis:
     """Run inspect -> explain -> plan. ``gpu``/``checkpoint`` skip the lookups when given."""
     try:
         if gpu is None:

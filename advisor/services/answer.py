@@ -7,16 +7,19 @@ Predictions block of `plan`), never recomputed here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from advisor.doc import Doc, KeyValues, Paragraph
+from advisor.doc import Block, Doc, KeyValues, Paragraph
+
+if TYPE_CHECKING:
+    from advisor.services.analysis import Analysis
 
 # The plan's Predictions rows that make the answer, with the label the answer gives them.
 _PLAN_ROWS = (("decode (1 stream)", "decode (1 stream)"), ("KV pool", "KV pool"),
               ("max context / request", "max context"))
 
 
-def runs_as(a: Any) -> str:
+def runs_as(a: Analysis) -> str:
     """What the weight-moving layers really run as: scheme, kernel, tensor cores."""
     from advisor.kernel_path.summary import MMA_WORDS
     from advisor.report.matrix import primary_decision
@@ -33,7 +36,7 @@ def runs_as(a: Any) -> str:
     return text
 
 
-def answer_pairs(a: Any) -> tuple[tuple[str, str], ...]:
+def answer_pairs(a: Analysis | None) -> tuple[tuple[str, str], ...]:
     """The four lines; () before explain has answered."""
     if a is None or a.explanation is None:
         return ()
@@ -49,7 +52,7 @@ def answer_pairs(a: Any) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def answer_title(a: Any) -> str:
+def answer_title(a: Analysis) -> str:
     sel = a.selection
     gpu = a.gpu.name if a.gpu is not None else sel.gpu_id
     engine = f"{a.explanation.engine} {a.explanation.engine_version}" if a.explanation is not None else sel.engine
@@ -57,12 +60,12 @@ def answer_title(a: Any) -> str:
     return f"{sel.checkpoint} on {count}{gpu} with {engine}"
 
 
-def answer_doc(a: Any) -> Doc:
+def answer_doc(a: Analysis | None) -> Doc:
     """The answer block, with the verdict (will not run / does not fit) right under it."""
     pairs = answer_pairs(a)
-    if not pairs:
+    if a is None or not pairs:
         return Doc(())
-    blocks: list = [KeyValues(pairs, title=answer_title(a))]
-    if getattr(a, "verdict", ""):
+    blocks: list[Block] = [KeyValues(pairs, title=answer_title(a))]
+    if a.verdict:
         blocks.append(Paragraph(f"Verdict: {a.verdict} — {a.verdict_reason}", "bad"))
     return Doc(tuple(blocks))

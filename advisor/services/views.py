@@ -5,10 +5,13 @@ Pure: no Textual, no Rich. The TUI calls these and renders the blocks; tests rea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.doc import Block, Bullets, Doc, Heading, KeyValues, Paragraph
 from advisor.gpu_table import WHAT_IF_GPU as DEFAULT_GPU  # one what-if card for the TUI, the piped answer, plan
+
+if TYPE_CHECKING:
+    from advisor.services.analysis import Analysis
 
 
 def gpu_choices() -> tuple[tuple[str, str], ...]:
@@ -95,7 +98,7 @@ def hardware_doc(probe_result: Any, gpu_id: str | None, gpus: int, *, plain: boo
     return doc
 
 
-def checkpoint_doc(a: Any) -> Doc:
+def checkpoint_doc(a: Analysis | None) -> Doc:
     from advisor.checkpoint.report import to_doc
 
     if a is None:
@@ -107,7 +110,7 @@ def checkpoint_doc(a: Any) -> Doc:
     return to_doc(a.checkpoint)
 
 
-def explain_doc(a: Any) -> Doc:
+def explain_doc(a: Analysis | None) -> Doc:
     """explain's Doc led by its answer (the plain-language summary); what the answer assumes is
     installed moves to the end, under its own heading."""
     from advisor.kernel_path.options import InstallOptions
@@ -115,7 +118,7 @@ def explain_doc(a: Any) -> Doc:
 
     if a is None or a.checkpoint is None:
         return Doc((Paragraph("Load a checkpoint first.", "dim"),))
-    if a.explanation is None:
+    if a.explanation is None or a.gpu is None:
         return _error("explain", a.errors.get("explain", "no explanation"))
     doc = explanation_doc(a.explanation, a.gpu, a.checkpoint, a.options or InstallOptions())
     blocks = list(doc.blocks)
@@ -135,7 +138,7 @@ def explain_doc(a: Any) -> Doc:
     return Doc(tuple(blocks))
 
 
-def plan_kv_note(a: Any) -> str:
+def plan_kv_note(a: Analysis | None) -> str:
     """When the plan (Cost, Launch) stores the KV cache in another dtype than the explained default:
     what attention runs on with the plan's choice ('' when they agree or nothing is known)."""
     if a is None or a.explanation is None or a.plan is None:
@@ -153,7 +156,7 @@ def plan_kv_note(a: Any) -> str:
             f"({explained.kv_cache_dtype}).")
 
 
-def cost_doc(a: Any) -> Doc:
+def cost_doc(a: Analysis | None) -> Doc:
     """The plan with its derivations, then the charts (decode vs batch, KV pool vs context, roofline)."""
     from advisor.cost.plan_doc import to_doc
     from advisor.report.charts import plan_charts
@@ -167,15 +170,14 @@ def cost_doc(a: Any) -> Doc:
     return first + to_doc(a.plan) + Doc(tuple(charts))
 
 
-def verdict_doc(a: Any) -> Doc:
+def verdict_doc(a: Analysis | None) -> Doc:
     """The verdict ("will not run", "does not fit") as the first thing to read; empty when none."""
-    verdict = getattr(a, "verdict", "") if a is not None else ""
-    if not verdict:
+    if a is None or not a.verdict:
         return Doc(())
-    return Doc((Heading(f"Verdict: {verdict}"), Paragraph(a.verdict_reason, "bad")))
+    return Doc((Heading(f"Verdict: {a.verdict}"), Paragraph(a.verdict_reason, "bad")))
 
 
-def summary_doc(a: Any) -> Doc:
+def summary_doc(a: Analysis | None) -> Doc:
     """One screen: the answer (runs as · decode · KV pool · max context), the explanation and the
     engine's warnings decoded (the status line's long form)."""
     from advisor.services.answer import answer_pairs, answer_title
@@ -187,7 +189,7 @@ def summary_doc(a: Any) -> Doc:
     if warnings:      # the summary promises them "below"
         blocks.append(Bullets(tuple(f"{text} — {meaning}" for text, meaning in warnings.items()),
                               title="Engine warnings and what they mean", style="warn"))
-    if getattr(a, "verdict", ""):
+    if a.verdict:
         blocks.append(Paragraph(a.verdict_reason, "bad"))
     if a.errors:
         blocks.append(Bullets(tuple(f"{k}: {v}" for k, v in a.errors.items()), style="bad"))
@@ -197,7 +199,7 @@ def summary_doc(a: Any) -> Doc:
 START_HINT = "F4 why · F5 cost and tuning · F6 launch command · Ctrl+P every action"
 
 
-def start_doc(probe_result: Any, a: Any, current: Any, gpu_id: str | None, gpus: int) -> Doc:
+def start_doc(probe_result: Any, a: Analysis | None, current: Any, gpu_id: str | None, gpus: int) -> Doc:
     """The first screen: the answer for the current choice (``current``: the Selection on screen),
     where to go next, then the hardware. An analysis of an earlier choice is never shown as the answer."""
     from advisor.services.answer import answer_doc
@@ -211,7 +213,7 @@ def start_doc(probe_result: Any, a: Any, current: Any, gpu_id: str | None, gpus:
     return lead + hardware_doc(probe_result, gpu_id, gpus)
 
 
-def plain_doc(probe_result: Any, a: Any) -> Doc:
+def plain_doc(probe_result: Any, a: Analysis | None) -> Doc:
     """The answer printed when the TUI cannot start (output is not a terminal): the hardware, the
     summary with its warnings, and the commands to go further."""
     gpu_id = a.selection.gpu_id if a is not None else None
