@@ -19,6 +19,7 @@ from advisor.cost.workload import get_workload
 from advisor.engines import flags as engine_flags
 from launchers.engines import build_command
 from launchers.settings import settings_from_plan
+from cost_plan_tradeoffs import chosen_tradeoff, plan_json
 
 VLLM = load_engine_memory("vllm")
 DEMO = "demo:qwen3.6-27b-nvfp4-mixed"          # 20.4 GiB of weights, 262,144-token maximum context
@@ -30,20 +31,6 @@ def _plan(gpu, scheme="W4A16-NVFP4", ck=None, **ov):
     mma = "hmma_f16" if gpu.arch == "turing" else "hmma_bf16"
     return make_plan(ck, explanation(scheme, gpu=gpu.id, mma=mma, kv_mma=mma), gpu, gpus=1,
                      workload=get_workload("interactive"), overrides=Overrides(**ov), engine_memory=VLLM)
-
-
-def _plan_json(capsys, *argv):
-    assert main(["plan", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def _rows(doc, knob):
-    return [o for o in doc["tradeoffs"] if o["knob"] == knob]
-
-
-def _chosen(doc, knob):
-    (row,) = [o for o in _rows(doc, knob) if o["chosen"]]
-    return row
 
 
 def _dense_plan(max_pos, workload="interactive", **wl):
@@ -63,14 +50,14 @@ def test_context_override_is_capped_at_the_model_maximum_with_a_warning():
 
 # ---------------------------------------------------------------- the context cap
 def test_vllm_plan_and_launch_cap_the_context_the_kv_pool_holds(capsys, tmp_path):
-    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "vllm")
+    doc = plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "vllm")
     rec, preds, w = doc["recommendation"], doc["predictions"], doc["workload"]
     # the model's maximum does not fit one request; the workload's context does: that is the cap
     assert preds["max_context_per_request"] < 262_144
     assert preds["max_context_per_request"] >= w["context_tokens"]
     assert rec["max_model_len"] == w["context_tokens"]
     assert rec["flags"]["--max-model-len"] == str(w["context_tokens"])
-    assert _chosen(doc, "max_model_len")["value"] == str(w["context_tokens"])
+    assert chosen_tradeoff(doc, "max_model_len")["value"] == str(w["context_tokens"])
     path = tmp_path / "p.json"
     path.write_text(json.dumps(doc))
     assert main(["launch", str(DEMO_DIR), "--engine", "vllm", "--gpu", "rtx-3090", "--plan", str(path),

@@ -7,33 +7,20 @@ from pathlib import Path
 
 from advisor.cli import main
 from advisor.cost import memory
+from cost_plan_tradeoffs import chosen_tradeoff, plan_json, tradeoff_rows
 
 DEMO = "demo:qwen3.6-27b-nvfp4-mixed"          # 20.4 GiB of weights, 262,144-token maximum context
 DEMO_DIR = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3.6-27b-nvfp4-mixed"
 
 
-def _plan_json(capsys, *argv):
-    assert main(["plan", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def _rows(doc, knob):
-    return [o for o in doc["tradeoffs"] if o["knob"] == knob]
-
-
-def _chosen(doc, knob):
-    (row,) = [o for o in _rows(doc, knob) if o["chosen"]]
-    return row
-
-
 def test_sglang_raises_mem_fraction_static_when_the_weights_fit_only_then(capsys, tmp_path):
-    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "sglang")
+    doc = plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "sglang")
     rec, preds, w = doc["recommendation"], doc["predictions"], doc["workload"]
     assert rec["blocked"] == "" and preds["decode_tok_s"] > 0
     assert rec["memory_share"] == 0.95 and rec["flags"]["--mem-fraction-static"] == "0.95"
-    default = [o for o in _rows(doc, "memory_share") if not o["chosen"]]
+    default = [o for o in tradeoff_rows(doc, "memory_share") if not o["chosen"]]
     assert len(default) == 1 and float(default[0]["value"]) < 0.95
-    assert "raised" in _chosen(doc, "memory_share")["note"]
+    assert "raised" in chosen_tradeoff(doc, "memory_share")["note"]
     assert preds["max_context_per_request"] >= w["context_tokens"]
     assert not any("do not fit in 1 x" in x for x in doc["warnings"])
     # the activations of the chosen chunk still fit outside the share (SGLang keeps them there)
@@ -56,6 +43,6 @@ def test_sglang_raises_mem_fraction_static_when_the_weights_fit_only_then(capsys
 
 
 def test_sglang_keeps_a_fixed_share(capsys):
-    doc = _plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "sglang", "--memory-share", "0.8")
+    doc = plan_json(capsys, DEMO, "--gpu", "rtx-3090", "--engine", "sglang", "--memory-share", "0.8")
     assert doc["recommendation"]["memory_share"] == 0.8
     assert doc["recommendation"]["blocked"]            # 24 GiB x 0.8 does not hold 20.4 GiB of weights
