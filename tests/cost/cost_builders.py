@@ -140,3 +140,18 @@ def explanation(scheme="W4A16-NVFP4", *, gpu="rtx-3090", engine="vllm", mma="hmm
                        gpu_id=gpu, gpus=1, checkpoint_label=scheme, decisions=decisions, summary="test", runs=True)
 
 
+
+
+def vllm_plan(gpu: GpuSpec, scheme: str = "W4A16-NVFP4", ck: CheckpointInfo | None = None, **ov):
+    """make_plan for a dense checkpoint on one GPU with vLLM's memory profile and the interactive workload;
+    ``ov``: Overrides fields."""
+    from advisor.cost.engine_profile import load_engine_memory
+    from advisor.cost.overrides import Overrides
+    from advisor.cost.plan import make_plan
+    from advisor.cost.workload import get_workload
+
+    ck = ck or dense_checkpoint(scheme)
+    mma = "hmma_f16" if gpu.arch == "turing" else "hmma_bf16"
+    return make_plan(ck, explanation(scheme, gpu=gpu.id, mma=mma, kv_mma=mma), gpu, gpus=1,
+                     workload=get_workload("interactive"), overrides=Overrides(**ov),
+                     engine_memory=load_engine_memory("vllm"))

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cost_builders import dense_checkpoint, explanation, rtx3090
+from cost_builders import dense_checkpoint, explanation, rtx3090, vllm_plan
 
 from advisor.cli import main
 from advisor.cost import context
@@ -26,13 +26,6 @@ DEMO = "demo:qwen3.6-27b-nvfp4-mixed"          # 20.4 GiB of weights, 262,144-to
 DEMO_DIR = Path(__file__).resolve().parents[2] / "profiles" / "demo" / "qwen3.6-27b-nvfp4-mixed"
 
 
-def _plan(gpu, scheme="W4A16-NVFP4", ck=None, **ov):
-    ck = ck or dense_checkpoint(scheme)
-    mma = "hmma_f16" if gpu.arch == "turing" else "hmma_bf16"
-    return make_plan(ck, explanation(scheme, gpu=gpu.id, mma=mma, kv_mma=mma), gpu, gpus=1,
-                     workload=get_workload("interactive"), overrides=Overrides(**ov), engine_memory=VLLM)
-
-
 def _dense_plan(max_pos, workload="interactive", **wl):
     ck = dense_checkpoint("W4A16-NVFP4", max_pos=max_pos)
     w = replace(get_workload(workload), **wl) if wl else get_workload(workload)
@@ -42,7 +35,7 @@ def _dense_plan(max_pos, workload="interactive", **wl):
 
 # ---------------------------------------------------------------- --context beyond the model
 def test_context_override_is_capped_at_the_model_maximum_with_a_warning():
-    plan = _plan(rtx3090(), ck=dense_checkpoint(max_pos=40960), context_tokens=1_000_000, prompt_tokens=500_000)
+    plan = vllm_plan(rtx3090(), ck=dense_checkpoint(max_pos=40960), context_tokens=1_000_000, prompt_tokens=500_000)
     assert plan.predictions.decode_context_tokens == 40960
     assert any("--context 1,000,000" in w and "40,960" in w for w in plan.warnings)
     assert any("--prompt 500,000" in w for w in plan.warnings)

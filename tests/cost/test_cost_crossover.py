@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from cost_builders import dense_checkpoint, explanation, rtx3090
+from cost_builders import dense_checkpoint, explanation, rtx3090, vllm_plan
 
 from advisor.cost import context
 from advisor.cost.engine_profile import load_engine_memory
 from advisor.cost.overrides import Overrides
-from advisor.cost.plan import make_plan
 from advisor.cost.plan_doc import to_doc
-from advisor.cost.workload import get_workload
 from advisor.gpu_table import get_gpu
 
 VLLM = load_engine_memory("vllm")
-
-
-def _plan(gpu, scheme="W4A16-NVFP4", ck=None, **ov):
-    ck = ck or dense_checkpoint(scheme)
-    mma = "hmma_f16" if gpu.arch == "turing" else "hmma_bf16"
-    return make_plan(ck, explanation(scheme, gpu=gpu.id, mma=mma, kv_mma=mma), gpu, gpus=1,
-                     workload=get_workload("interactive"), overrides=Overrides(**ov), engine_memory=VLLM)
 
 
 def _text(doc) -> str:
@@ -37,7 +28,7 @@ def test_crossover_search_stops_at_the_batch_the_pool_holds():
     step = ctx.model.decode_step(capped, 1024, kv)
     assert step.t_compute >= step.t_bytes
     assert ctx.model.crossover_batch(1024, kv, limit=8) is None
-    plan = _plan(get_gpu("rtx-4090"))
+    plan = vllm_plan(get_gpu("rtx-4090"))
     p = plan.predictions
     assert p.crossover_limit == max(1, p.max_concurrency_at_context)
     assert p.crossover_batch is None or p.crossover_batch <= p.crossover_limit

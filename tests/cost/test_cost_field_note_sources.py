@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from cost_builders import dense_checkpoint, explanation, rtx3090
+from cost_builders import dense_checkpoint, explanation, rtx3090, vllm_plan
 
 from advisor.cost import context, efficiency
 from advisor.cost.engine_profile import load_engine_memory
 from advisor.cost.overrides import Overrides
-from advisor.cost.plan import make_plan
-from advisor.cost.workload import get_workload
 
 VLLM = load_engine_memory("vllm")
 
 
-def _plan(gpu, scheme="W4A16-NVFP4", ck=None, **ov):
-    ck = ck or dense_checkpoint(scheme)
-    mma = "hmma_f16" if gpu.arch == "turing" else "hmma_bf16"
-    return make_plan(ck, explanation(scheme, gpu=gpu.id, mma=mma, kv_mma=mma), gpu, gpus=1,
-                     workload=get_workload("interactive"), overrides=Overrides(**ov), engine_memory=VLLM)
-
-
 def test_assumption_sources_do_not_cite_the_field_notes_for_what_they_do_not_say():
-    plan = _plan(rtx3090())
+    plan = vllm_plan(rtx3090())
     for a in plan.assumptions:
         if a.key.startswith("mma_tflops.") or a.key == "compute_efficiency":
             assert "field-notes" not in a.source

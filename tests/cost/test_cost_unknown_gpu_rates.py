@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from cost_builders import NS, dense_checkpoint, explanation, make_gpu, rtx3090
+from cost_builders import dense_checkpoint, explanation, make_gpu, NS, rtx3090, vllm_plan
 
 from advisor.cli import main
 from advisor.cost import context, gpu_efficiency
 from advisor.cost.engine_profile import load_engine_memory
 from advisor.cost.overrides import Overrides
-from advisor.cost.plan import make_plan
 from advisor.cost.plan_doc import to_doc
-from advisor.cost.workload import get_workload
 from advisor.gpu_table import get_gpu
 
 VLLM = load_engine_memory("vllm")
@@ -23,13 +21,6 @@ VLLM = load_engine_memory("vllm")
 def run_json(capsys, *argv):
     code = main(["plan", *argv, "--json"])
     return code, json.loads(capsys.readouterr().out)
-
-
-def _plan(gpu, scheme="W4A16-NVFP4", ck=None, **ov):
-    ck = ck or dense_checkpoint(scheme)
-    mma = "hmma_f16" if gpu.arch == "turing" else "hmma_bf16"
-    return make_plan(ck, explanation(scheme, gpu=gpu.id, mma=mma, kv_mma=mma), gpu, gpus=1,
-                     workload=get_workload("interactive"), overrides=Overrides(**ov), engine_memory=VLLM)
 
 
 def _text(doc) -> str:
@@ -44,7 +35,7 @@ def _null_gpu():
 
 
 def test_unknown_peak_and_clock_give_na_not_infinite_speed():
-    plan = _plan(_null_gpu())
+    plan = vllm_plan(_null_gpu())
     p = plan.predictions
     assert p.decode_tok_s is None and p.prefill_tok_s is None and p.prefill_seconds is None
     assert "tensor peak" in p.na["decode_tok_s"] and "tensor peak" in p.na["prefill_tok_s"]
