@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from advisor.engines import log_signatures
 from advisor.engines.spec import EngineSpec
 from advisor.engines.spelling import DRAFT_PLACEHOLDER, spec_method
 
@@ -44,4 +45,5 @@ SPEC = EngineSpec(
     # ftllm/startup_progress.py prints this event once serving; fatal errors exit 0 (include/utils/utils.h:99-104)
     ready_event='"startup.ready"', exits_zero_on_failure=True,
     executables=("ftllm",), distributions=("ftllm", "fastllm"), reference_version="1.9.0",
+    log_signatures=log_signatures.FASTLLM,
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.engines import fastllm, sglang, vllm
+from advisor.engines import fastllm, log_signatures, sglang, vllm
 from advisor.engines.spec import EngineSpec
 from advisor.errors import UsageError
 
@@ -10,10 +10,10 @@ from advisor.errors import UsageError
 _UNTUNED = (
     # build numbers, no release version: flags read from the README at commit 00dc8057
     EngineSpec(name="llamacpp", label="llama.cpp", launcher="launchers.engines.llamacpp",
-               executables=("llama-server",)),
+               executables=("llama-server",), log_signatures=log_signatures.LLAMACPP),
     EngineSpec(name="trtllm", label="TensorRT-LLM", launcher="launchers.engines.trtllm",
                executables=("trtllm-serve",), distributions=("tensorrt-llm", "tensorrt_llm"),
-               reference_version="1.2.1"),
+               reference_version="1.2.1", log_signatures=log_signatures.TRTLLM),
     EngineSpec(name="transformers", label="transformers serve", launcher="launchers.engines.transformers_serve",
                one_device=True, cpu_without_gpu=True,
                executables=("transformers",), distributions=("transformers",), reference_version="5.24.0"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from advisor.engines import log_signatures
 from advisor.engines.spec import EngineSpec
 from advisor.engines.spelling import spec_method, version_tuple
 
@@ -42,4 +43,5 @@ SPEC = EngineSpec(
     speculative=sglang_speculative_args, needs_draft=lambda m: SGLANG_SPEC.get(m) in SGLANG_NEEDS_DRAFT,
     prefix_cache=lambda on: [] if on else ["--disable-radix-cache"], eager=sglang_eager_args,
     executables=("sglang", "python3", "python"), distributions=("sglang",), reference_version="0.5.23",
+    log_signatures=log_signatures.SGLANG,
 )

@@ -2,13 +2,15 @@
 
 Data and small pure functions only: the core reads it before any work (the TUI's engine picker,
 `plan --engine` checks), so nothing here imports pydantic, yaml or the launchers (the launcher is named
-by its module, and launchers/engines resolves it).
+by its module, and launchers/engines resolves it; its log lines are data in log_signatures).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
+
+from advisor.engines.log_signatures import LogSignature
 
 
 def _no_args(*_args: object) -> list[str]:
@@ -50,6 +52,7 @@ class EngineSpec:
     reference_version: str | None = None
     version_flag: bool = False                  # ask `PROGRAM --version` even when the program is a Python script
     # readiness quirks (launchers.supervisor, launchers.signatures)
+    log_signatures: tuple[LogSignature, ...] = ()   # its own log lines (advisor.engines.log_signatures)
     ready_event: str = ""                       # a log event that means ready before the HTTP probe answers
     exits_zero_on_failure: bool = False         # a fatal error still exits with status 0
 

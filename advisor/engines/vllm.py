@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from advisor.engines import log_signatures
 from advisor.engines.spec import EngineSpec
 from advisor.engines.spelling import spec_method
 
@@ -39,4 +40,5 @@ SPEC = EngineSpec(
     speculative=_speculative, needs_draft=lambda m: m in VLLM_NEEDS_DRAFT,
     prefix_cache=_prefix_cache, eager=lambda _version: ["--enforce-eager"],
     executables=("vllm",), distributions=("vllm",), reference_version="0.33.0", version_flag=True,
+    log_signatures=log_signatures.VLLM,
 )
