@@ -13,6 +13,14 @@ a patched build, another checkpoint) carries `set_apart: <why>`; it is still pre
 kept out of the headline medians (and so is every ratio it is part of). The medians over all points
 are printed too.
 
+Serving conditions: where the source states how its server ran, the point says so and `plan` is run
+under the same flags instead of tuning them (FLAGS below: memory share, max running requests, CUDA
+graphs on/off, chunked-prefill size, speculation off, NVLink or PCIe only, KV-cache dtype). Where the
+source is silent the engine ran its defaults, not plan's recommendation, so those are pinned too: the
+chunked-prefill size of the engine's batch-default tier for the card, CUDA graphs as the engine's
+default, the engine's KV dtype, max running requests = the concurrency; only the memory share is left to
+plan (the engine default, raised only where the workload would not fit at it).
+
 Usage: python benchmarks/validate_cost.py [--points FILE] [--markdown] [--json]
 """
 
@@ -30,6 +38,16 @@ POINTS = ROOT / "benchmarks" / "validation_points.yaml"
 CONFIGS = ROOT / "benchmarks" / "validation_configs"
 METRICS = ("decode_tok_s", "request_output_tok_s", "aggregate_output_tok_s", "prefill_tok_s")
 OUTLIER = 0.25
+# optional serving conditions a point may state: field -> (Overrides field, type, what the source's flag is)
+FLAGS = {
+    "memory_share": ("memory_share", float, "--gpu-memory-utilization / --mem-fraction-static (0 < x <= 1)"),
+    "max_num_seqs": ("max_batch", int, "--max-num-seqs / --max-running-requests (default: the concurrency)"),
+    "cuda_graphs": ("cuda_graphs", bool, "false for --enforce-eager / --disable-cuda-graph"),
+    "chunked_prefill": ("chunked_prefill", int, "--max-num-batched-tokens / --chunked-prefill-size"),
+    "draft_tokens": ("draft_tokens", int, "0: speculative decoding off"),
+    "nvlink": ("nvlink", bool, "the GPUs are NVLink-bridged (false: PCIe only)"),
+    "kv_cache_dtype": ("kv_cache_dtype", str, "--kv-cache-dtype (default: auto, the engine's default)"),
+}
 REQUIRED = ("id", "url", "quote", "gpu", "engine", "model", "config", "tp", "concurrency", "input_tokens",
             "output_tokens", "metric", "measured")
 
@@ -66,6 +84,10 @@ def load_points(path: Path) -> list[dict]:
                            path=str(path))
         if p["metric"] not in METRICS:
             raise BadInput(f"point {p['id']}: metric must be one of {', '.join(METRICS)}", path=str(path))
+        for name, (_, kind, what) in FLAGS.items():
+            if name in p and not _flag_ok(p[name], kind):
+                raise BadInput(f"point {p['id']}: {name} must be {kind.__name__} ({what}), got {p[name]!r}",
+                               path=str(path))
         if "set_apart" in p and not (isinstance(p["set_apart"], str) and p["set_apart"].strip()):
             raise BadInput(f"point {p['id']}: set_apart must say why (a sentence)", path=str(path))
         ids.add(p["id"])
@@ -73,6 +95,44 @@ def load_points(path: Path) -> list[dict]:
         if p.get("ratio_to") and p["ratio_to"] not in ids:
             raise BadInput(f"point {p['id']}: ratio_to {p['ratio_to']!r} is not a point", path=str(path))
     return points
+
+
+def _flag_ok(value, kind: type) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is str:
+        return isinstance(value, str) and bool(value.strip())
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+        return False
+    if kind is float:
+        return 0 < value <= 1
+    return value >= 0
+
+
+def engine_defaults(p: dict) -> dict:
+    """What the point's engine runs when the source sets nothing (Overrides fields): its chunked-prefill
+    size for the card's memory (the engine profile's batch-default tier) and its CUDA-graph default."""
+    from advisor.cost.engine_profile import load_engine_memory
+    from advisor.gpu_table import get_gpu
+
+    eng, gpu = load_engine_memory(p["engine"], None), get_gpu(p["gpu"])
+    tier = eng.batch_default(float(gpu.memory_gb or 0), gpu.id)
+    return {"chunked_prefill": int(tier["chunked_prefill"]), "cuda_graphs": eng.cuda_graphs_default}
+
+
+def serving_overrides(p: dict, defaults: dict | None = None):
+    """The Overrides `plan` runs the point under: TP, the workload's prompt, every serving condition the
+    source stated (FLAGS), and for the rest the engine's defaults (``defaults``, see engine_defaults; the
+    max batch is the concurrency, the KV cache the engine's default) so the tuner cannot pick others."""
+    from advisor.cost.overrides import Overrides
+
+    conc, n_in = int(p["concurrency"]), int(p["input_tokens"])
+    fixed: dict = {"tp": int(p["tp"]), "max_batch": conc, "prompt_tokens": n_in, "kv_cache_dtype": "auto",
+                   **(defaults or {})}
+    for name, (field, kind, _) in FLAGS.items():
+        if name in p:
+            fixed[field] = kind(p[name])
+    return Overrides(**fixed)
 
 
 def checkpoint_path(config: str) -> str:
@@ -83,16 +143,13 @@ def predict(p: dict) -> Result:
     """The figure `plan` gives for the point's metric under its conditions."""
     from advisor.services.analysis import explain_and_plan
     from advisor.checkpoint.inspect import inspect_checkpoint
-    from advisor.cost.overrides import Overrides
     from advisor.cost.workload import Workload
     from advisor.gpu_table import get_gpu
 
     conc, n_in, n_out = int(p["concurrency"]), int(p["input_tokens"]), int(p["output_tokens"])
     workload = Workload("validation", p["id"], conc, n_in, n_out, n_in + n_out,
                         "latency" if conc == 1 else "throughput")
-    # the engine's default KV cache unless the source set one: the tuner must not pick another
-    overrides = Overrides(tp=int(p["tp"]), max_batch=conc, prompt_tokens=n_in,
-                          kv_cache_dtype=p.get("kv_cache_dtype", "auto"))
+    overrides = serving_overrides(p, engine_defaults(p))
     checkpoint = inspect_checkpoint(checkpoint_path(p["config"]))
     _, plan = explain_and_plan(checkpoint, get_gpu(p["gpu"]), gpus=int(p["tp"]), engine=p["engine"],
                                workload=workload, overrides=overrides)

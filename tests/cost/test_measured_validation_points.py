@@ -73,3 +73,62 @@ def test_a_point_on_a_bundled_demo_is_predicted():
     assert result.predicted is not None and 10 < result.predicted < 1000
     decode = vc.predict({**point, "metric": "decode_tok_s"})
     assert result.predicted < decode.predicted          # the request includes its prefill
+
+
+def _flagged(**flags) -> dict:
+    return {**{k: 1 for k in vc.REQUIRED}, "id": "x", "metric": "decode_tok_s", **flags}
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"memory_share": 1.5}, "memory_share must be float"),
+    ({"memory_share": 0}, "memory_share must be float"),
+    ({"cuda_graphs": "no"}, "cuda_graphs must be bool"),
+    ({"max_num_seqs": 2.5}, "max_num_seqs must be int"),
+    ({"chunked_prefill": True}, "chunked_prefill must be int"),
+    ({"draft_tokens": -1}, "draft_tokens must be int"),
+    ({"nvlink": 1}, "nvlink must be bool"),
+    ({"kv_cache_dtype": " "}, "kv_cache_dtype must be str"),
+])
+def test_a_serving_condition_of_the_wrong_type_is_one_line_bad_input(tmp_path, flags, message):
+    f = tmp_path / "points.yaml"
+    f.write_text(yaml.safe_dump({"points": [_flagged(**flags)]}))
+    with pytest.raises(BadInput, match=message):
+        vc.load_points(f)
+
+
+def test_the_serving_conditions_a_source_states_reach_plan_and_the_rest_stay_engine_defaults():
+    base = {"tp": 2, "concurrency": 8, "input_tokens": 300}
+    plain = vc.serving_overrides(base)
+    assert (plain.tp, plain.max_batch, plain.prompt_tokens, plain.kv_cache_dtype) == (2, 8, 300, "auto")
+    assert plain.memory_share is None and plain.cuda_graphs is None and plain.chunked_prefill is None
+    stated = vc.serving_overrides({**base, "memory_share": 0.9, "max_num_seqs": 128, "cuda_graphs": False,
+                                   "chunked_prefill": 8192, "draft_tokens": 0, "nvlink": False,
+                                   "kv_cache_dtype": "fp8"})
+    assert (stated.memory_share, stated.max_batch, stated.cuda_graphs, stated.chunked_prefill) == \
+        (0.9, 128, False, 8192)
+    assert (stated.draft_tokens, stated.nvlink, stated.kv_cache_dtype) == (0, False, "fp8")
+
+
+def test_where_the_source_is_silent_the_engine_defaults_are_pinned_not_tuned():
+    from advisor.cost.engine_profile import load_engine_memory
+    from advisor.gpu_table import get_gpu
+
+    point = {"engine": "vllm", "gpu": "b200", "tp": 1, "concurrency": 64, "input_tokens": 2048}
+    eng, gpu = load_engine_memory("vllm", None), get_gpu("b200")
+    defaults = vc.engine_defaults(point)
+    assert defaults == {"chunked_prefill": eng.batch_default(gpu.memory_gb, gpu.id)["chunked_prefill"],
+                        "cuda_graphs": eng.cuda_graphs_default}
+    pinned = vc.serving_overrides(point, defaults)
+    assert (pinned.chunked_prefill, pinned.cuda_graphs) == (defaults["chunked_prefill"], defaults["cuda_graphs"])
+    stated = vc.serving_overrides({**point, "chunked_prefill": 512, "cuda_graphs": not eng.cuda_graphs_default},
+                                  defaults)
+    assert (stated.chunked_prefill, stated.cuda_graphs) == (512, not eng.cuda_graphs_default)
+
+
+def test_a_point_run_eager_is_predicted_slower_than_with_cuda_graphs():
+    point = {"id": "demo", "url": "https://example.org", "quote": "q" * 20, "gpu": "rtx-5090", "engine": "vllm",
+             "model": "Qwen3-8B NVFP4", "config": "demo:qwen3-8b-nvfp4", "tp": 1, "concurrency": 1,
+             "input_tokens": 256, "output_tokens": 256, "metric": "decode_tok_s", "measured": 100.0}
+    graphs = vc.predict({**point, "cuda_graphs": True}).predicted
+    eager = vc.predict({**point, "cuda_graphs": False}).predicted
+    assert graphs is not None and eager is not None and eager < graphs
