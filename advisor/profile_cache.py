@@ -60,7 +60,7 @@ def _store(entry: Path, data: Any) -> None:
             return
     except (TypeError, ValueError):            # dates, sets, NaN: not JSON
         return
-    _write(entry, blob.encode("utf-8"))
+    write_atomic(entry, blob.encode("utf-8"))
 
 
 # ---------------------------------------------------------------- validated objects
@@ -88,7 +88,7 @@ def validated(path: str, text: str, build: Callable[[], Any], schema_modules: tu
     obj = build()
     if entry is not None:
         try:
-            _write(entry, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+            write_atomic(entry, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         except (pickle.PicklingError, TypeError, AttributeError):
             pass
     return obj
@@ -115,7 +115,8 @@ def _validated_entry(path: str, text: str, schema_modules: tuple[str, ...]) -> P
     return cache_dir().parent / "validated" / f"{Path(path).stem}-{h.hexdigest()[:32]}.pickle"
 
 
-def _write(entry: Path, blob: bytes) -> None:
+def write_atomic(entry: Path, blob: bytes) -> None:
+    """BLOB written to ENTRY whole or not at all (also advisor.code_cache's store)."""
     import tempfile
 
     try:

@@ -54,12 +54,16 @@ def state_path() -> Path:
 
 
 def load_state(path: Path | None = None) -> UserState:
-    import yaml
-
     path = path or state_path()
     try:
-        raw = safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, ValueError, yaml.YAMLError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return UserState()              # no state yet: yaml is not imported (the TUI's first paint waits)
+    import yaml
+
+    try:
+        raw = safe_load(text) or {}
+    except (ValueError, yaml.YAMLError):
         return UserState()
     if not isinstance(raw, dict):
         return UserState()

@@ -18,9 +18,14 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from advisor.doc import Doc
+from advisor import code_cache
+
+if TYPE_CHECKING:
+    from advisor.doc import Doc
+
+code_cache.install()    # before the first dataclass: every command's classes from code compiled in an earlier run
 
 
 @dataclass(frozen=True)

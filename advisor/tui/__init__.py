@@ -8,8 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from advisor import code_cache
+
 if TYPE_CHECKING:
     from advisor.tui.app import AdvisorApp
+
+code_cache.install()    # before Textual's and our dataclasses: compiled code kept between runs
 
 
 def create_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None = None,
