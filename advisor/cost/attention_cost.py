@@ -1,6 +1,12 @@
 """One step's attention over every KV layer: measured per layer where the card has evidence (16-bit or
 FP8 KV, no MLA), else the KV bytes over the estimated bandwidth against the attention FLOPs (decode), or
-the FLOPs over the MMA rate (prefill); a KV cache the kernel cannot read as stored adds its unpack."""
+the FLOPs over the MMA rate (prefill); a KV cache the kernel cannot read as stored adds its unpack.
+
+Linear-attention layers (GDN, KDA, Mamba) keep a recurrent state instead of KV: a Gated-DeltaNet layer is
+charged the measured layer of the card's nearest measured system (decode: conv update + recurrent step at
+the state bytes it loads and stores; prefill: conv + chunked scan at its nominal FLOPs,
+advisor.cost.measured.linear_attention_time); other kinds, or a card without such a table, keep an
+estimate (state bytes over the estimated bandwidth; nominal FLOPs at the attention MMA peak), labelled."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from advisor.cost.efficiency import KV_DEQUANT_INSTR, THREADS_PER_WARP
 from advisor.cost.kv import KvDtype, KvLayout
 from advisor.cost.measured import Measured, Ops
 from advisor.cost.rates import Rates
+from advisor.cost.recurrent_state import RecurrentState
 from advisor.cost.step_costs import Attention
 
 # Attention MMA classes that consume FP8 KV natively (no unpack before the MMA).
@@ -124,3 +131,70 @@ def prefill(rates: Rates, arch: ArchInfo, ops: Ops | None, attn_mma: str, kvl: K
                                                    "prompt length with the same causal (query, key) pairs") if x))
     ca = rates.mma_time(flops(arch, one_gpu, full_pairs, win_pairs, decode=False) / tp, attn_mma, unknown)
     return Attention(0.0, ca, 0.0, 0.0, "")
+
+
+GDN_CALLS = 2      # kernels per GDN layer and phase in the measured tables (conv + recurrence / scan)
+
+
+def _linear_label(g: Measured, what: str) -> str:
+    return "; ".join(x for x in (g.source, g.scaling, g.note, what) if x)
+
+
+def linear_decode(rates: Rates, ops: Ops | None, st: RecurrentState | None, batch: int,
+                  verify_tokens: int = 1) -> Attention:
+    """The linear-attention layers of one decode step: each loads its state and stores it per verified
+    position (``st.step_bytes``); measured per GDN layer at those bytes, else the bytes over the estimated
+    bandwidth."""
+    if st is None or batch <= 0 or st.layers <= 0:
+        return Attention(0.0, 0.0, 0.0, 0.0, "")
+    total = batch * st.step_bytes(verify_tokens)
+    if ops is not None and ops.measured:
+        got = measured.linear_attention_time(ops.evidence.gpu, "decode", total / st.layers, kind=st.kind,
+                                             engine=ops.engine, evidence=ops.evidence)
+        if got.seconds is not None:
+            fixed = got.fixed_s or 0.0
+            what = ("measured at one position; the stores of further verified positions charged as bytes"
+                    if verify_tokens > 1 else "")
+            return Attention(st.layers * (got.seconds - fixed) * ops.bandwidth_scale, 0.0, st.layers * fixed,
+                             st.layers * GDN_CALLS, _linear_label(got, what))
+        why = got.note
+    else:
+        why = "no measured system for this card"
+    return Attention(total / rates.bw("kv"), 0.0, 0.0, 0.0,
+                     f"estimate: state bytes / (DRAM x bandwidth_eff.kv), no launch floor ({why})")
+
+
+def linear_nominal_flops(arch: ArchInfo, tokens: float, tp: int) -> float:
+    """Nominal FLOPs of one linear-attention layer's chunked scan over ``tokens`` tokens on one of ``tp``
+    GPUs: 8 x tokens x value heads/N x key dim x value dim (the distiller's work measure)."""
+    info = arch.linear_state
+    if info is None:
+        return 0.0
+    heads = math.ceil(info.num_heads / max(tp, 1)) if info.num_heads else 0
+    return 8.0 * tokens * heads * info.state_size * info.head_dim
+
+
+def linear_prefill(rates: Rates, arch: ArchInfo, ops: Ops | None, attn_mma: str, t: int, tp: int,
+                   unknown: set[str]) -> Attention:
+    """The linear-attention layers of one ``t``-token prefill chunk (conv + chunked scan; the state carries
+    the prefix, so the chunk's own tokens are the work): measured per GDN layer, else the nominal FLOPs at
+    the attention MMA's peak (an estimate and a lower bound: the measured scans run far below it)."""
+    info = arch.linear_state
+    if info is None or info.layers <= 0 or t <= 0:
+        return Attention(0.0, 0.0, 0.0, 0.0, "")
+    work = linear_nominal_flops(arch, t, tp)
+    if work <= 0:
+        return Attention(0.0, 0.0, 0.0, 0.0, "")
+    if ops is not None and ops.measured:
+        got = measured.linear_attention_time(ops.evidence.gpu, "prefill", work, kind=info.kind, engine=ops.engine,
+                                             evidence=ops.evidence)
+        if got.seconds is not None:
+            fixed = got.fixed_s or 0.0
+            return Attention(0.0, info.layers * (got.seconds - fixed) / rates.clock_factor, info.layers * fixed,
+                             info.layers * GDN_CALLS, _linear_label(got, ""))
+        why = got.note
+    else:
+        why = "no measured system for this card"
+    return Attention(0.0, rates.mma_time(info.layers * work, attn_mma, unknown), 0.0, 0.0,
+                     f"estimate: nominal scan FLOPs (8 x tokens x heads x key dim x value dim) at the {attn_mma} "
+                     f"peak, no launch floor; a lower bound ({why})")

@@ -1,4 +1,4 @@
-"""Operator times from measured silicon: GEMM, MoE layer, attention and all-reduce, for any GPU.
+"""Operator times from measured silicon: GEMM, MoE layer, attention, GDN layer and all-reduce, for any GPU.
 
 The evidence is NVIDIA AIConfigurator's operator tables (aiconfigurator-core 0.12.0, distilled
 into profiles/calibration/ by profiles/tools/distill_aiconfigurator.py). Each table gives a fixed
@@ -14,7 +14,7 @@ none ("no measured system of this architecture", e.g. Turing). A ``microbench`` 
 user's own card overrides the streaming rate of the kernel classes it measured (decode M <= 16).
 Every answer says which table, which engine kernel, and which scaling it used.
 
-One module over ~400 lines on purpose: every operator (GEMM, MoE, attention, all-reduce) is carried to
+One module over ~400 lines on purpose: every operator (GEMM, MoE, attention, GDN, all-reduce) is carried to
 the card by the same formula from the same Evidence and table choice, so they are read and changed
 together; loading and validating the tables lives in advisor.cost.measured_tables, the per-module-group
 charges in advisor.cost.measured_kernels.
@@ -397,6 +397,51 @@ def _attention(gpu, phase, kv, attn_dtype, work, peak_key, engine, evidence, fol
                            "in at this cache's bytes")
     return Measured(fixed + roof / e, fixed, e, roof, bound, f"{table.src}: {table.label}", ev.scaling(), note,
                     roof if bound == "memory" else 0.0, roof if bound == "compute" else 0.0)
+
+
+# ---------------------------------------------------------------- linear attention (GDN)
+def linear_attention_time(gpu: GpuSpec, phase: str, work: float, *, kind: str = "gdn", engine: str | None = None,
+                          evidence: Evidence | None = None, folder: Path | None = None) -> Measured:
+    """One linear-attention layer (per GPU). ``phase`` decode: ``work`` = the state bytes the step loads and
+    stores; prefill: the chunked scan's nominal FLOPs (8 x tokens x value heads x key dim x value dim, the
+    distiller's definition). Only Gated-DeltaNet layers are measured."""
+    ev = evidence or evidence_for(gpu, None, folder)
+    if ev.system is None:
+        return _none(ev.why)
+    if kind != "gdn":
+        return _none(f"no {kind} layer measured in {mt.PACKAGE} {mt.PACKAGE_VERSION}'s tables we distil (GDN only)")
+    cands = sorted((t for t in mt.linear_tables(phase, folder) if t.system == ev.system.system),
+                   key=lambda t: (t.engine != engine, ENGINE_ORDER.index(t.engine) if t.engine in ENGINE_ORDER
+                                  else 99, -len(t.e)))
+    if not cands:
+        return _none(f"no GDN {phase} layer measured on {ev.system.system}")
+    table = cands[0]
+    ratio, _ = ev.clock_ratio()
+    fixed = table.floor_us * 1e-6 * ratio
+    e = table.efficiency(work)
+    if phase == "decode":
+        bw, bw_sys = ev.bandwidth_gbs(), ev.measured_system.bandwidth_gbs
+        if not bw:
+            return _none(f"{gpu.id} has no bandwidth in the GPU table")
+        roof, roof_sys, bound = work / (bw * 1e9), work / (bw_sys * 1e9), "memory"
+    else:
+        peak, peak_sys = ev.peak_tflops("bf16"), ev.measured_system.peaks.get("bf16")
+        if not peak or peak is NOT_SUPPORTED or not peak_sys:
+            return _none(f"{gpu.id} has no bf16 peak in the GPU table")
+        roof, roof_sys, bound = work / (float(peak) * 1e12), work / (float(peak_sys) * 1e12), "compute"
+    busy = _carried_busy(ev, roof, roof_sys, e, table.e[-1], ratio)
+    note = f"no {engine} measurement: {table.engine}'s kernels stand in" if engine and table.engine != engine else ""
+    return Measured(fixed + busy, fixed, roof / busy if busy else e, roof, bound, f"{table.src}: {table.label}",
+                    ev.scaling(), note, roof if bound == "memory" else 0.0, roof if bound == "compute" else 0.0)
+
+
+def _carried_busy(ev: Evidence, roof: float, roof_sys: float, e: float, e_big: float, ratio: float) -> float:
+    """Work time of a small operator: roof / e on the measured system; elsewhere as a GEMM (_carried_work):
+    the largest work's rate scales with this card's roofline, the measured shortfall from it at this work is
+    latency, carried as time (x the clock ratio)."""
+    if ev.same_card or not e_big or e_big <= 0:
+        return roof / e
+    return max(roof / max(e, e_big), roof / e_big + (roof_sys / e - roof_sys / e_big) * ratio)
 
 
 # ---------------------------------------------------------------- all-reduce

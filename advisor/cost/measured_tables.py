@@ -17,7 +17,7 @@ from pathlib import Path
 PACKAGE = "aiconfigurator-core"
 PACKAGE_VERSION = "0.12.0"
 SCHEMA = 1
-FILES = ("systems", "gemm", "moe", "allreduce", "attention_decode", "attention_context")
+FILES = ("systems", "gemm", "moe", "allreduce", "attention_decode", "attention_context", "linear_attention")
 
 # Stored bytes per weight element (block scales included), per measured dtype.
 WEIGHT_BYTES = {
@@ -187,6 +187,32 @@ class AttnTable:
         return f"{self.engine} {self.version} {self.kernel} (KV {self.kv_dtype}) on {self.system}"
 
 
+@dataclass(frozen=True)
+class LinearTable:
+    """One Gated-DeltaNet layer in one phase (decode: conv update + recurrent step; prefill: conv + chunked
+    scan), as one engine's kernels ran it on one system."""
+
+    system: str
+    engine: str
+    version: str
+    phase: str                    # decode | prefill
+    kind: str                     # gdn
+    kernels: tuple[str, ...]
+    src: str
+    floor_us: float
+    work: str                     # state_bytes | nominal_flops
+    log2_work: tuple[int, ...]
+    e: tuple[float, ...]
+
+    def efficiency(self, work: float) -> float:
+        i, w = _bracket(list(self.log2_work), math.log2(max(work, 1.0)))
+        return _lerp(self.e[i], self.e[i + 1] if w else 0.0, w)
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine} {self.version} {' + '.join(self.kernels)} ({self.kind} {self.phase}) on {self.system}"
+
+
 def _bracket(xs: list[float], x: float) -> tuple[int, float]:
     """Index i and weight w with x between xs[i] and xs[i+1] (w = 0: clamped to an end)."""
     if x <= xs[0] or len(xs) == 1:
@@ -254,6 +280,13 @@ def comm_curves(folder: Path | None = None) -> tuple[CommCurve, ...]:
     return tuple(CommCurve(r["system"], r["engine"], r["version"], r["mode"], r["tp"], r["src"],
                            tuple(r["log2_bytes"]), tuple(r["us"]))
                  for r in _rows("allreduce", "allreduce", folder))
+
+
+@functools.lru_cache(maxsize=4)
+def linear_tables(phase: str, folder: Path | None = None) -> tuple[LinearTable, ...]:
+    return tuple(LinearTable(r["system"], r["engine"], r["version"], r["phase"], r["kind"], tuple(r["kernels"]),
+                             r["src"], r["floor_us"], r["work"], tuple(r["log2_work"]), tuple(r["e"]))
+                 for r in _rows("linear_attention", "linear_attention", folder) if r["phase"] == phase)
 
 
 @functools.lru_cache(maxsize=8)

@@ -33,6 +33,7 @@ operators are charged what was measured instead of the estimates above, each ker
   MoE layer (routing, permute, grouped GEMMs, combine)   fixed(T) + roofline / e(T)
   decode attention per layer                    floor + KV bytes / (BW e)
   prefill attention per layer and chunk         floor + FLOPs / (peak e)
+  GDN layer (decode; prefill per chunk)         floor + state bytes / (BW e); floor + scan FLOPs / (peak e)
   all-reduce                                    the measured curve at M x hidden x 2 bytes and TP
   t_step = sum of kernel times + unmeasured kernels x gap + all-reduces, with the host time per step
            overlapped where the engine schedules the next step while the GPU runs (vLLM async scheduling,
@@ -40,7 +41,9 @@ operators are charged what was measured instead of the estimates above, each ker
 
 The pieces live beside it: the rates (advisor.cost.rates), attention (advisor.cost.attention_cost), the
 measured GEMM and MoE charges (advisor.cost.measured_kernels) and the cost records (advisor.cost.step_costs);
-this module composes them per module group, decode step and prefill chunk.
+this module composes them per module group, decode step and prefill chunk. Over ~400 lines on purpose: the
+decode step and the prefill chunk add up the same terms (groups, attention, linear attention, fixed costs),
+so they are read and changed side by side.
 """
 
 from __future__ import annotations
@@ -258,9 +261,11 @@ class CostModel:
         total_bytes += kv_bytes
         st = self.recurrent(tp, kv, draft_tokens=verify_tokens - 1)
         state_bytes = batch * st.step_bytes(verify_tokens) if st is not None else 0.0
-        t_state = state_bytes / self.rates.bw("kv")
-        gpu += t_state
-        t_bytes += t_state
+        lin_att = attention_cost.linear_decode(self.rates, self.ops, st, batch, verify_tokens)
+        gpu += lin_att.seconds
+        t_bytes += lin_att.t_bytes
+        t_floor += lin_att.t_floor
+        calls += lin_att.calls
         total_bytes += state_bytes
         win = context if kvl.window is None else min(context, kvl.window)
         attn = attention_cost.flops(self.arch, self.kv_layout(1), m * context, m * win, decode=True) / tp
@@ -269,7 +274,8 @@ class CostModel:
         bound = "bandwidth" if t_bytes >= t_compute else "compute"
         if fixed > gpu:
             bound = "overhead"
-        sources = tuple(dict.fromkeys(x for x in [c.measured for c in costs] + [att.source, ar_src] if x))
+        sources = tuple(dict.fromkeys(x for x in [c.measured for c in costs] + [att.source, _measured(lin_att),
+                                                                                 ar_src] if x))
         d = Derived(total, "s", "sum over kernels of (floor + max(t_bytes, t_compute) + t_exposed) + unmeasured "
                     "kernels x gap + all-reduce, host per step overlapped or added  "
                     "(eager: max(t_gpu, launches) + host)",
@@ -280,7 +286,9 @@ class CostModel:
                      "t_floor": t_floor, "t_exposed": t_exposed, "t_fixed": fixed, "t_host": host,
                      "measured_kernels": calls, "cuda_graphs": graphs, "kv_dtype": kv.name,
                      "attention_source": att.source or "estimate: KV bytes / (DRAM x bandwidth_eff.kv) against the "
-                     "attention FLOPs", **({"allreduce_source": ar_src} if ar_src else {})},
+                     "attention FLOPs", **({"allreduce_source": ar_src} if ar_src else {}),
+                     **({"t_linear_attention": lin_att.seconds, "linear_attention_source": lin_att.source}
+                        if lin_att.source else {})},
                     "roofline over the explained kernel path, each module group at the kernel it runs for M rows; "
                     + ("measured operators: " + " | ".join(sources) if sources else
                        "no measured operator (estimates; see the assumptions)"))
@@ -384,10 +392,13 @@ class CostModel:
         full = self.linear_chunk(chunk, tp, deq_cal, unknown)
         last_t = prompt - chunk * (n - 1)
         last = full if last_t == chunk else self.linear_chunk(last_t, tp, deq_cal, unknown)
-        secs = t_b = t_c = t_d = t_f = t_a = 0.0
+        secs = t_b = t_c = t_d = t_f = t_a = t_lin = 0.0
         done = 0
         t_e = 0.0
         att_src = ""
+        lin_full = attention_cost.linear_prefill(self.rates, self.arch, self.ops, self.attn_mma, chunk, tp, unknown)
+        lin_last = lin_full if last_t == chunk else attention_cost.linear_prefill(
+            self.rates, self.arch, self.ops, self.attn_mma, last_t, tp, unknown)
         for i in range(n):
             t = chunk if i < n - 1 else last_t
             cb, cm, cd, ce, parts = full if i < n - 1 else last
@@ -395,22 +406,32 @@ class CostModel:
             att = attention_cost.prefill(self.rates, self.arch, self.ops, self.attn_mma, kvl, self.kv_layout(1), done,
                                          t, tp, unknown)
             att_src = att_src or att.source
-            gpu = sum(c.seconds for c in parts) + max(past, att.t_compute) + att.t_floor
-            calls = sum(c.calls for c in parts) + att.calls
+            lin = lin_full if i < n - 1 else lin_last
+            gpu = sum(c.seconds for c in parts) + max(past, att.t_compute) + att.t_floor + lin.seconds
+            calls = sum(c.calls for c in parts) + att.calls + lin.calls
+            t_lin += lin.seconds
             total, fixed, _, _ = self._fixed(gpu, graphs, tp, t, calls)
             secs += total
             t_b, t_c, t_d, t_f, t_a, t_e = (t_b + cb + past, t_c + cm, t_d + cd, t_f + fixed, t_a + att.t_compute,
                                             t_e + ce + att.t_floor)
             done += t
-        sources = tuple(dict.fromkeys(x for x in [c.measured for c in full[4]] + [att_src] if x))
+        sources = tuple(dict.fromkeys(x for x in [c.measured for c in full[4]] + [att_src, _measured(lin_full)]
+                                      if x))
         d = Derived(secs, "s", "sum over chunks of (sum over kernels of floor + max(t_bytes, t_compute) + t_exposed, "
-                    "attention) + fixed",
+                    "attention, linear attention) + fixed",
                     {"P": prompt, "chunk": chunk, "chunks": n, "M": chunk, "t_bytes": t_b, "t_mma": t_c,
                      "t_dequant": t_d, "t_attention": t_a, "t_exposed": t_e, "t_fixed": t_f, "tp": tp,
-                     "attention_source": att_src or "estimate: attention FLOPs / (peak x compute efficiency)"},
+                     "attention_source": att_src or "estimate: attention FLOPs / (peak x compute efficiency)",
+                     **({"t_linear_attention": t_lin, "linear_attention_source": lin_full.source}
+                        if lin_full.source else {})},
                     "roofline over the explained kernel path, each module group at the kernel it runs for "
                     "M = chunk rows; attention quadratic in P (full layers); "
                     + ("measured operators: " + " | ".join(sources) if sources else
                        "no measured operator (estimates; see the assumptions)"))
-        return PrefillCost(secs, prompt / secs if secs > 0 else math.inf, t_b, t_c + t_a, t_d, t_f, n, d,
+        return PrefillCost(secs, prompt / secs if secs > 0 else math.inf, t_b, t_c + t_a + t_lin, t_d, t_f, n, d,
                            tuple(sorted(unknown)), full[4], t_e, sources)
+
+
+def _measured(a) -> str:
+    """An attention record's source if it was measured ("" for an estimate)."""
+    return "" if a.source.startswith("estimate") else a.source

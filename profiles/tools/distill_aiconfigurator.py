@@ -8,7 +8,8 @@ Run it in a venv where ``aiconfigurator-core==0.12.0`` is installed (the test se
     .venv-quant/bin/python profiles/tools/distill_aiconfigurator.py --out DIR  # write elsewhere
 
 Read: ``aiconfigurator_core/systems/data/<system>/<family>/<engine>/<version>/*_perf.parquet``
-(gemm_perf, moe_perf, nccl_perf, custom_allreduce_perf, generation_/context_attention_perf) and
+(gemm_perf, moe_perf, nccl_perf, custom_allreduce_perf, generation_/context_attention_perf,
+gdn_perf) and
 ``collection_meta.yaml`` beside them. Never read: ``systems/silicon_sample.csv`` and
 ``systems/support_matrix/`` (end-to-end serving runs: kept for independent validation), the Rust
 estimator, the model configs. The package's own figures (systems/*.yaml) are not used either:
@@ -20,6 +21,7 @@ The time model each table feeds (advisor/cost/measured.py):
   MoE layer  t = fixed(T) + roofline / e(T)               bytes = touched experts' weights
   decode attention  t = floor + KV bytes / (BW x e)       context attention  t = floor + FLOPs / (peak x e)
   all-reduce  the measured latency curve per message size, TP and engine
+  GDN layer   decode t = floor + state bytes / (BW x e)   prefill t = floor + nominal FLOPs / (peak x e)
 """
 
 from __future__ import annotations
@@ -345,6 +347,71 @@ def _attn_row(root, f, system, ref, engine, phase, kernel, adt, kvdt, d) -> dict
             "log2_work": [c[0] for c in cells], "e": [c[1] for c in cells]}
 
 
+# ---------------------------------------------------------------- linear attention (GDN)
+# The collector times a GDN layer as two kernels per phase (aiconfigurator_core/sdk/models/qwen35.py builds
+# each linear_attention layer from them): decode = causal_conv1d_update + the recurrent step, prefill =
+# causal_conv1d_fn + the chunked scan. Its recurrent state is float32, what every Qwen3.5/3.6 config pins
+# (sdk/models/qwen35.py: _resolve_mamba_ssm_dtype, "float32" default); the conv window is 16-bit.
+GDN_STATE_BYTES = 4
+GDN_CONV_BYTES = 2
+GDN_KEY = ["batch_size", "seq_len", "d_model", "d_conv", "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim"]
+GDN_PHASE = {"generation": "decode", "context": "prefill"}
+GDN_MIN_CELL = 3                                   # measured shapes a work bucket needs
+
+
+def gdn_work(d: pd.DataFrame, phase: str) -> np.ndarray:
+    """decode: the state bytes a step loads and stores (per layer, per GPU); prefill: the nominal FLOPs of the
+    chunked scan (8 x tokens x value heads x key dim x value dim: the state-sized products per token)."""
+    b, s, dc, nk, hk, nv, hv = (d[c].to_numpy(dtype=float) for c in
+                                ("batch_size", "seq_len", "d_conv", "num_k_heads", "head_k_dim", "num_v_heads",
+                                 "head_v_dim"))
+    if phase == "decode":
+        conv = (2 * nk * hk + nv * hv) * (dc - 1) * GDN_CONV_BYTES
+        return b * 2 * (nv * hk * hv * GDN_STATE_BYTES + conv)
+    return 8 * b * s * nv * hk * hv
+
+
+def distill_linear_attention(root: Path, refs: dict) -> list[dict]:
+    rows = []
+    for system, ref in refs.items():
+        for engine in ENGINES:
+            found = [v / "gdn_perf.parquet" for v in versions(root / system / "linear_attention" / engine)
+                     if (v / "gdn_perf.parquet").is_file()]
+            if not found:
+                continue
+            f = found[0]                                  # the newest version measured
+            df = pd.read_parquet(f)
+            for raw_phase, phase in GDN_PHASE.items():
+                d = df[df.phase == raw_phase]
+                kernels = sorted(d.kernel_source.unique())
+                if not any("delta_rule" in k for k in kernels):
+                    continue                              # the conv alone is not a layer (a100 sglang prefill)
+                # one layer = the phase's kernels together: rows whose every kernel was timed
+                g = d.groupby(GDN_KEY).agg(latency=("latency", "sum"), n=("latency", "size")).reset_index()
+                g = g[g.n == len(kernels)]
+                row = _gdn_row(root, f, system, ref, engine, phase, kernels, g) if len(g) else None
+                if row:
+                    rows.append(row)
+    return rows
+
+
+def _gdn_row(root, f, system, ref, engine, phase, kernels, g) -> dict | None:
+    t = g.latency.to_numpy() * 1e-3
+    work = gdn_work(g, phase)
+    roof = (work / (ref["bandwidth_gbs"] * 1e9) if phase == "decode"
+            else work / (ref["peaks_tflops"]["bf16"] * 1e12))
+    bucket = (np.round(np.log2(np.maximum(work, 1)) / 2) * 2).astype(int)
+    floor = float(np.median(t[bucket == bucket.min()]))   # the smallest work measured: the layer's fixed cost
+    cells = [(int(x), sig(work_efficiency(t[bucket == x], floor, roof[bucket == x]), 3))
+             for x in sorted(set(bucket)) if (bucket == x).sum() >= GDN_MIN_CELL]
+    if not cells:
+        return None
+    return {"system": system, "engine": engine, "version": f.parent.name, "phase": phase, "kind": "gdn",
+            "kernels": list(kernels), "src": rel(root, f), "floor_us": sig(floor * 1e6, 3),
+            "work": "state_bytes" if phase == "decode" else "nominal_flops", "state_dtype": "float32",
+            "log2_work": [c[0] for c in cells], "e": [c[1] for c in cells], "n": int(len(g))}
+
+
 # ---------------------------------------------------------------- raw rows for checks
 SAMPLE_M = (1, 4, 16, 64, 256, 1024, 4096)
 SAMPLE_NK = (1024, 2048, 4096, 8192, 16384)
@@ -397,6 +464,14 @@ NOTES = {
     "attention": ("decode: t = floor_us + KV bytes / (bandwidth x e), KV bytes = batch x (isl + step) x kv_heads x "
                   "head_dim x 2 x element bytes; context: t = floor_us + 2 x batch x heads x head_dim x isl^2 / "
                   "(peak x e); head_dim 128, no sliding window; e per log2(work) rounded to an even number."),
+    "linear_attention": ("one Gated-DeltaNet layer per phase, the sum of the collector's kernels for it (decode: "
+                         "causal_conv1d_update + the recurrent step; prefill: causal_conv1d_fn + the chunked scan), "
+                         "heads per GPU as measured; decode: t = floor_us + state bytes / (bandwidth x e), state "
+                         "bytes = batch x 2 (load + store) x (value heads x key dim x value dim x 4 (float32 state) "
+                         "+ (2 x key heads x key dim + value heads x value dim) x (conv kernel - 1) x 2); prefill: "
+                         "t = floor_us + nominal FLOPs / (BF16 peak x e), nominal FLOPs = 8 x tokens x value heads "
+                         "x key dim x value dim; floor_us = median time of the smallest work bucket; e per "
+                         "log2(work) rounded to an even number (median over the measured shapes)."),
 }
 
 
@@ -429,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     att = distill_attention(root, refs)
     dump(out / "attention_decode.json", "attention", att["decode"])
     dump(out / "attention_context.json", "attention", att["context"])
+    dump(out / "linear_attention.json", "linear_attention", distill_linear_attention(root, refs))
     return 0
 
 
