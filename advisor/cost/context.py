@@ -341,6 +341,8 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
     o = engine.overhead
     assumptions.extend([
         Assumption("kernels_per_layer", o["kernels_per_layer"], "kernels", o.get("kernels_source", "")),
+        Assumption("elementwise_kernels_per_layer", o.get("elementwise_kernels_per_layer", 0), "kernels",
+                   o.get("elementwise_source", "none: every unmeasured kernel costs graph_us_per_kernel")),
         Assumption("graph_us_per_kernel", o["graph_us_per_kernel"], "us", o.get("launch_source", "")),
         Assumption("eager_us_per_kernel", o["eager_us_per_kernel"], "us", o.get("launch_source", "")),
         Assumption("host_us_per_step", o["host_us_per_step"], "us", o.get("host_source", "")),

@@ -444,6 +444,33 @@ def _carried_busy(ev: Evidence, roof: float, roof_sys: float, e: float, e_big: f
     return max(roof / max(e, e_big), roof / e_big + (roof_sys / e - roof_sys / e_big) * ratio)
 
 
+# ---------------------------------------------------------------- elementwise kernels between operators
+def elementwise_time(gpu: GpuSpec, rows: float, width: int, *, engine: str | None = None,
+                     evidence: Evidence | None = None, folder: Path | None = None) -> Measured:
+    """One small elementwise kernel over ``rows`` x ``width`` 16-bit activations (a norm, rotary, activation,
+    residual add): the measured stand-in kernel (vLLM's static_scaled_fp8_quant: read 16 bits, write 8 per
+    element) of the card's nearest measured system at those bytes."""
+    ev = evidence or evidence_for(gpu, None, folder)
+    if ev.system is None:
+        return _none(ev.why)
+    table = next((t for t in mt.elementwise_tables(folder) if t.system == ev.system.system), None)
+    if table is None:
+        return _none(f"no elementwise kernel measured on {ev.system.system}")
+    bw = ev.bandwidth_gbs()
+    if not bw:
+        return _none(f"{gpu.id} has no bandwidth in the GPU table")
+    ratio, _ = ev.clock_ratio()
+    work = max(rows, 1.0) * width * 3.0
+    roof, roof_sys = work / (bw * 1e9), work / (ev.measured_system.bandwidth_gbs * 1e9)
+    e = table.efficiency(work)
+    fixed = table.floor_us * 1e-6 * ratio
+    busy = _carried_busy(ev, roof, roof_sys, e, table.e[-1], ratio)
+    note = (f"{table.kernel} stands in for every kernel between the measured operators"
+            + (f"; {table.engine}'s kernel stands in for {engine}'s" if engine and engine != table.engine else ""))
+    return Measured(fixed + busy, fixed, roof / busy if busy else e, roof, "memory", f"{table.src}: {table.label}",
+                    ev.scaling(), note, roof, 0.0)
+
+
 # ---------------------------------------------------------------- all-reduce
 
 

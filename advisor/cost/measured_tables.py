@@ -17,7 +17,8 @@ from pathlib import Path
 PACKAGE = "aiconfigurator-core"
 PACKAGE_VERSION = "0.12.0"
 SCHEMA = 1
-FILES = ("systems", "gemm", "moe", "allreduce", "attention_decode", "attention_context", "linear_attention")
+FILES = ("systems", "gemm", "moe", "allreduce", "attention_decode", "attention_context", "linear_attention",
+         "elementwise")
 
 # Stored bytes per weight element (block scales included), per measured dtype.
 WEIGHT_BYTES = {
@@ -213,6 +214,28 @@ class LinearTable:
         return f"{self.engine} {self.version} {' + '.join(self.kernels)} ({self.kind} {self.phase}) on {self.system}"
 
 
+@dataclass(frozen=True)
+class ElementwiseTable:
+    """One small elementwise kernel (the stand-in for the kernels between measured operators) on one system."""
+
+    system: str
+    engine: str
+    version: str
+    kernel: str
+    src: str
+    floor_us: float
+    log2_work: tuple[int, ...]    # bytes moved
+    e: tuple[float, ...]
+
+    def efficiency(self, work: float) -> float:
+        i, w = _bracket(list(self.log2_work), math.log2(max(work, 1.0)))
+        return _lerp(self.e[i], self.e[i + 1] if w else 0.0, w)
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine} {self.version} {self.kernel} on {self.system}"
+
+
 def _bracket(xs: list[float], x: float) -> tuple[int, float]:
     """Index i and weight w with x between xs[i] and xs[i+1] (w = 0: clamped to an end)."""
     if x <= xs[0] or len(xs) == 1:
@@ -287,6 +310,13 @@ def linear_tables(phase: str, folder: Path | None = None) -> tuple[LinearTable, 
     return tuple(LinearTable(r["system"], r["engine"], r["version"], r["phase"], r["kind"], tuple(r["kernels"]),
                              r["src"], r["floor_us"], r["work"], tuple(r["log2_work"]), tuple(r["e"]))
                  for r in _rows("linear_attention", "linear_attention", folder) if r["phase"] == phase)
+
+
+@functools.lru_cache(maxsize=4)
+def elementwise_tables(folder: Path | None = None) -> tuple[ElementwiseTable, ...]:
+    return tuple(ElementwiseTable(r["system"], r["engine"], r["version"], r["kernel"], r["src"], r["floor_us"],
+                                  tuple(r["log2_work"]), tuple(r["e"]))
+                 for r in _rows("elementwise", "elementwise", folder))
 
 
 @functools.lru_cache(maxsize=8)

@@ -35,7 +35,9 @@ operators are charged what was measured instead of the estimates above, each ker
   prefill attention per layer and chunk         floor + FLOPs / (peak e)
   GDN layer (decode; prefill per chunk)         floor + state bytes / (BW e); floor + scan FLOPs / (peak e)
   all-reduce                                    the measured curve at M x hidden x 2 bytes and TP
-  t_step = sum of kernel times + unmeasured kernels x gap + all-reduces, with the host time per step
+  elementwise kernels between them (norms,     per layer x the measured small kernel (vLLM static_scaled_fp8_quant)
+  rotary + cache write, activation, residual)   at M x hidden, step_overhead.elementwise_kernels_per_layer
+  t_step = sum of kernel times + other unmeasured kernels x gap + all-reduces, with the host time per step
            overlapped where the engine schedules the next step while the GPU runs (vLLM async scheduling,
            SGLang's overlap scheduler), added where it does not.
 
@@ -79,6 +81,7 @@ class CostModel:
     ops: measured.Ops | None = None                    # measured operator evidence for this card and engine
     # decode_step's module-group terms per (M, tp, extra): fresh per instance, also under replace()
     _steps: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    _ew: dict = field(default_factory=dict, init=False, compare=False, repr=False)   # elementwise() per tokens
     rates: Rates = field(init=False, compare=False, repr=False)    # the fields above as rates (advisor.cost.rates)
 
     def __post_init__(self) -> None:
@@ -114,6 +117,27 @@ class CostModel:
         o = self.overhead
         return (self.arch.num_layers * float(o["kernels_per_layer"])
                 + self.moe_layers() * float(o.get("moe_extra_kernels_per_layer", 0)))
+
+    def elementwise(self, tokens: float) -> tuple[float, float, str]:
+        """(kernels, seconds, source) of the elementwise kernels between the measured operators in one forward
+        over ``tokens`` rows: step_overhead.elementwise_kernels_per_layer x layers, each the measured small
+        kernel at tokens x hidden (advisor.cost.measured.elementwise_time); (0, 0, "") without a count or
+        evidence (their gaps stay in the flat estimate)."""
+        hit = self._ew.get(tokens)
+        if hit is not None:
+            return hit
+        n = float(self.overhead.get("elementwise_kernels_per_layer", 0) or 0)
+        out = (0.0, 0.0, "")
+        if n and self.ops is not None and self.ops.measured:
+            got = measured.elementwise_time(self.ops.evidence.gpu, max(tokens, 1.0), self.arch.hidden_size,
+                                            engine=self.ops.engine, evidence=self.ops.evidence)
+            if got.seconds is not None:
+                calls = n * self.arch.num_layers
+                out = (calls, calls * got.seconds,
+                       "; ".join(x for x in (got.source, got.scaling, got.note,
+                                             str(self.overhead.get("elementwise_source", ""))) if x))
+        self._ew[tokens] = out
+        return out
 
     def kv_layout(self, tp: int, draft_layers: int = 0) -> KvLayout:
         return layout(self.arch, tp, draft_layers, self.swa_full_tokens_ratio)
@@ -228,8 +252,11 @@ class CostModel:
             per, ar_src = self.allreduce(tokens, tp, graphs)
             ar = self.arch.num_layers * self.allreduce_per_layer * per
         # the device-side gap between dependent kernels is there with or without graphs; graphs remove
-        # the CPU launch cost, which eager mode hides behind GPU work only while the GPU is busier
-        gaps = max(0.0, kernels - measured_calls) * float(o["graph_us_per_kernel"]) * 1e-6
+        # the CPU launch cost, which eager mode hides behind GPU work only while the GPU is busier. The
+        # elementwise kernels between the measured operators are charged the measured small kernel (its
+        # time holds its launch gap); the rest keep the flat in-graph gap (an estimate)
+        ew_calls, ew_seconds, _ = self.elementwise(tokens)
+        gaps = max(0.0, kernels - measured_calls - ew_calls) * float(o["graph_us_per_kernel"]) * 1e-6 + ew_seconds
         gapped = gpu_seconds + gaps + ar
         if graphs:
             # an engine that schedules step n+1 while the GPU runs step n hides its host time behind the GPU
@@ -237,6 +264,15 @@ class CostModel:
         else:
             total = max(gapped, kernels * float(o["eager_us_per_kernel"]) * 1e-6) + host
         return total, total - gpu_seconds, host, ar_src
+
+    def _elementwise_inputs(self, tokens: float) -> dict:
+        """The derivation's terms for the kernels between the measured operators at ``tokens`` rows."""
+        calls, seconds, src = self.elementwise(tokens)
+        if not calls:
+            return {"elementwise_source": "estimate: every kernel not measured costs step_overhead."
+                                          "graph_us_per_kernel (no measured elementwise kernel for this card, or "
+                                          "no elementwise_kernels_per_layer for this engine)"}
+        return {"elementwise_kernels": calls, "t_elementwise": seconds, "elementwise_source": src}
 
     # ---------------------------------------------------------------- decode
     def decode_step(self, batch: int, context: float, kv: KvDtype, *, tp: int = 1, graphs: bool = True,
@@ -288,7 +324,7 @@ class CostModel:
                      "attention_source": att.source or "estimate: KV bytes / (DRAM x bandwidth_eff.kv) against the "
                      "attention FLOPs", **({"allreduce_source": ar_src} if ar_src else {}),
                      **({"t_linear_attention": lin_att.seconds, "linear_attention_source": lin_att.source}
-                        if lin_att.source else {})},
+                        if lin_att.source else {}), **self._elementwise_inputs(m)},
                     "roofline over the explained kernel path, each module group at the kernel it runs for M rows; "
                     + ("measured operators: " + " | ".join(sources) if sources else
                        "no measured operator (estimates; see the assumptions)"))
@@ -423,7 +459,7 @@ class CostModel:
                      "t_dequant": t_d, "t_attention": t_a, "t_exposed": t_e, "t_fixed": t_f, "tp": tp,
                      "attention_source": att_src or "estimate: attention FLOPs / (peak x compute efficiency)",
                      **({"t_linear_attention": t_lin, "linear_attention_source": lin_full.source}
-                        if lin_full.source else {})},
+                        if lin_full.source else {}), **self._elementwise_inputs(chunk)},
                     "roofline over the explained kernel path, each module group at the kernel it runs for "
                     "M = chunk rows; attention quadratic in P (full layers); "
                     + ("measured operators: " + " | ".join(sources) if sources else

@@ -9,7 +9,7 @@ Run it in a venv where ``aiconfigurator-core==0.12.0`` is installed (the test se
 
 Read: ``aiconfigurator_core/systems/data/<system>/<family>/<engine>/<version>/*_perf.parquet``
 (gemm_perf, moe_perf, nccl_perf, custom_allreduce_perf, generation_/context_attention_perf,
-gdn_perf) and
+gdn_perf, quantize/vllm scale_matrix_perf) and
 ``collection_meta.yaml`` beside them. Never read: ``systems/silicon_sample.csv`` and
 ``systems/support_matrix/`` (end-to-end serving runs: kept for independent validation), the Rust
 estimator, the model configs. The package's own figures (systems/*.yaml) are not used either:
@@ -22,6 +22,7 @@ The time model each table feeds (advisor/cost/measured.py):
   decode attention  t = floor + KV bytes / (BW x e)       context attention  t = floor + FLOPs / (peak x e)
   all-reduce  the measured latency curve per message size, TP and engine
   GDN layer   decode t = floor + state bytes / (BW x e)   prefill t = floor + nominal FLOPs / (peak x e)
+  elementwise t = floor + bytes / (BW x e)   (the kernels between measured operators)
 """
 
 from __future__ import annotations
@@ -412,6 +413,40 @@ def _gdn_row(root, f, system, ref, engine, phase, kernels, g) -> dict | None:
             "log2_work": [c[0] for c in cells], "e": [c[1] for c in cells], "n": int(len(g))}
 
 
+# ---------------------------------------------------------------- elementwise (the kernels between operators)
+# The stand-in for the small kernels a layer runs between its measured operators (RMSNorm, rotary, KV-cache
+# write, activation, residual add): vLLM's static_scaled_fp8_quant, one CUDA kernel that reads a 16-bit
+# M x K activation, scales it and writes it back in 8 bits (quantize/vllm/<version>/scale_matrix_perf). Not
+# SGLang's table of the same op (kernel "sglang": ~8 us at one row and about ten times vLLM's time at
+# 4096 x 4096 on H200, not one fused kernel) nor TRT-LLM's (torch ops).
+ELEMENTWISE_ENGINE = "vllm"
+ELEMENTWISE_BYTES = 2 + 1                          # bytes per element: 16-bit read, 8-bit write
+
+
+def distill_elementwise(root: Path, refs: dict) -> list[dict]:
+    rows = []
+    for system, ref in refs.items():
+        found = [v / "scale_matrix_perf.parquet" for v in versions(root / system / "quantize" / ELEMENTWISE_ENGINE)
+                 if (v / "scale_matrix_perf.parquet").is_file()]
+        if not found:
+            continue
+        f = found[0]
+        df = pd.read_parquet(f)
+        for kernel, d in sorted(df[df.latency > 0].groupby("kernel_source")):
+            t = d.latency.to_numpy() * 1e-3
+            work = d.m.to_numpy(dtype=float) * d.k.to_numpy(dtype=float) * ELEMENTWISE_BYTES
+            roof = work / (ref["bandwidth_gbs"] * 1e9)
+            bucket = (np.round(np.log2(work) / 2) * 2).astype(int)
+            floor = float(np.median(t[bucket == bucket.min()]))
+            cells = [(int(x), sig(work_efficiency(t[bucket == x], floor, roof[bucket == x]), 3))
+                     for x in sorted(set(bucket)) if (bucket == x).sum() >= GDN_MIN_CELL]
+            if cells:
+                rows.append({"system": system, "engine": ELEMENTWISE_ENGINE, "version": f.parent.name,
+                             "kernel": kernel, "src": rel(root, f), "floor_us": sig(floor * 1e6, 3), "work": "bytes",
+                             "log2_work": [c[0] for c in cells], "e": [c[1] for c in cells], "n": int(len(d))})
+    return rows
+
+
 # ---------------------------------------------------------------- raw rows for checks
 SAMPLE_M = (1, 4, 16, 64, 256, 1024, 4096)
 SAMPLE_NK = (1024, 2048, 4096, 8192, 16384)
@@ -464,6 +499,11 @@ NOTES = {
     "attention": ("decode: t = floor_us + KV bytes / (bandwidth x e), KV bytes = batch x (isl + step) x kv_heads x "
                   "head_dim x 2 x element bytes; context: t = floor_us + 2 x batch x heads x head_dim x isl^2 / "
                   "(peak x e); head_dim 128, no sliding window; e per log2(work) rounded to an even number."),
+    "elementwise": ("one small elementwise kernel: vLLM's static_scaled_fp8_quant over an M x K 16-bit activation "
+                    "(scale_matrix_perf), the measured stand-in for the kernels between the measured operators "
+                    "(norms, rotary + cache write, activation, residual); t = floor_us + bytes / (bandwidth x e), "
+                    "bytes = M x K x 3 (16-bit read, 8-bit write); floor_us = median time of the smallest work bucket "
+                    "(M x K x 3 <= 2^9 bytes); e per log2(bytes) rounded to an even number."),
     "linear_attention": ("one Gated-DeltaNet layer per phase, the sum of the collector's kernels for it (decode: "
                          "causal_conv1d_update + the recurrent step; prefill: causal_conv1d_fn + the chunked scan), "
                          "heads per GPU as measured; decode: t = floor_us + state bytes / (bandwidth x e), state "
@@ -505,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     dump(out / "attention_decode.json", "attention", att["decode"])
     dump(out / "attention_context.json", "attention", att["context"])
     dump(out / "linear_attention.json", "linear_attention", distill_linear_attention(root, refs))
+    dump(out / "elementwise.json", "elementwise", distill_elementwise(root, refs))
     return 0
 
 
