@@ -1,7 +1,7 @@
 """Operator times from measured silicon: GEMM, MoE layer, attention, GDN layer and all-reduce, for any GPU.
 
 The evidence is NVIDIA AIConfigurator's operator tables (aiconfigurator-core 0.12.0, distilled
-into profiles/calibration/ by profiles/tools/distill_aiconfigurator.py). Each table gives a fixed
+into profiles/calibration/ by benchmarks/distill_aiconfigurator.py). Each table gives a fixed
 cost per call and a work efficiency against a roofline built from OUR GPU table's figures, so a
 measurement carries to another card of the same architecture by recomputing the roofline with that
 card's bandwidth and peaks (and its fixed cost by the clock ratio):

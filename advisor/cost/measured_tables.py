@@ -1,6 +1,6 @@
 """The distilled operator measurements under profiles/calibration/, as frozen records.
 
-Written by profiles/tools/distill_aiconfigurator.py from aiconfigurator-core's operator tables;
+Written by benchmarks/distill_aiconfigurator.py from aiconfigurator-core's operator tables;
 read here with the standard library only (the runtime never imports that package). The byte and
 peak conventions below are shared with the distillation script, so an efficiency read here is
 relative to exactly the roofline it was computed against.
@@ -264,7 +264,7 @@ def _load(name: str, folder: str) -> dict:
         raise BadInput(f"cannot read measured calibration data: {err}", path=str(path)) from None
     if data.get("schema") != SCHEMA or data.get("package_version") != PACKAGE_VERSION:
         raise BadInput(f"calibration data schema {data.get('schema')} / {data.get('package_version')} is not "
-                       f"{SCHEMA} / {PACKAGE_VERSION}: regenerate with profiles/tools/distill_aiconfigurator.py",
+                       f"{SCHEMA} / {PACKAGE_VERSION}: regenerate with benchmarks/distill_aiconfigurator.py",
                        path=str(path))
     return data
 

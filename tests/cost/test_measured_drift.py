@@ -1,4 +1,4 @@
-"""The shipped calibration tables are what profiles/tools/distill_aiconfigurator.py makes of
+"""The shipped calibration tables are what benchmarks/distill_aiconfigurator.py makes of
 aiconfigurator-core 0.12.0, and the distilled model reproduces the measured rows it came from.
 
 Runs where the oracle venv (.venv-quant, NVFP4_ADVISOR_QUANT_PYTHON) has aiconfigurator-core
@@ -19,7 +19,7 @@ from advisor.cost import measured_tables as mt
 from advisor.gpu_table import get_gpu
 from tests.conftest import ROOT, quant_python
 
-SCRIPT = ROOT / "profiles" / "tools" / "distill_aiconfigurator.py"
+SCRIPT = ROOT / "benchmarks" / "distill_aiconfigurator.py"
 REL_TOL = 1e-3
 
 
@@ -60,7 +60,7 @@ def test_shipped_tables_match_a_fresh_distillation(distilled, name):
     fresh = json.loads((distilled / f"{name}.json").read_text())
     shipped = json.loads((mt.calibration_dir() / f"{name}.json").read_text())
     diff = _same(shipped, fresh, name)
-    assert diff is None, f"calibration drift ({diff}): rerun profiles/tools/distill_aiconfigurator.py"
+    assert diff is None, f"calibration drift ({diff}): rerun benchmarks/distill_aiconfigurator.py"
 
 
 GEMM_CLASS = {"bfloat16": "bf16", "fp8": "a8_native", "fp8_block": "a8_native", "nvfp4": "a4_native",

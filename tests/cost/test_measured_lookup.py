@@ -220,7 +220,7 @@ def test_calibration_data_stays_small():
 
 def test_damaged_calibration_file_is_one_line_bad_input(tmp_path):
     (tmp_path / "systems.json").write_text(json.dumps({"schema": 99, "package_version": "0.12.0", "systems": []}))
-    with pytest.raises(BadInput, match="regenerate with profiles/tools/distill_aiconfigurator.py"):
+    with pytest.raises(BadInput, match="regenerate with benchmarks/distill_aiconfigurator.py"):
         mt.systems(tmp_path)
     (tmp_path / "gemm.json").write_text("{not json")
     with pytest.raises(BadInput, match="cannot read measured calibration data"):

@@ -4,8 +4,13 @@
 Run it in a venv where ``aiconfigurator-core==0.12.0`` is installed (the test setup puts it in
 .venv-quant); the advisor never imports that package at run time, it reads what this writes:
 
-    .venv-quant/bin/python profiles/tools/distill_aiconfigurator.py            # rewrite the tables
-    .venv-quant/bin/python profiles/tools/distill_aiconfigurator.py --out DIR  # write elsewhere
+    .venv-quant/bin/python benchmarks/distill_aiconfigurator.py            # rewrite the tables
+    .venv-quant/bin/python benchmarks/distill_aiconfigurator.py --out DIR  # write elsewhere
+    .venv/bin/python benchmarks/distill_aiconfigurator.py --smoke          # check the shipped tables load
+
+It lives in benchmarks/, not profiles/: it imports the byte and peak conventions from advisor.cost, and
+profiles/ is the bottom data layer that imports nothing above it. ``--smoke`` needs neither pandas nor
+aiconfigurator: it loads every shipped table through the runtime's readers and checks each row's provenance.
 
 Read: ``aiconfigurator_core/systems/data/<system>/<family>/<engine>/<version>/*_perf.parquet``
 (gemm_perf, moe_perf, nccl_perf, custom_allreduce_perf, generation_/context_attention_perf,
@@ -36,11 +41,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import yaml
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[2]
+try:
+    import pandas as pd                  # the distillation only: --smoke reads the shipped JSON
+except ImportError:
+    pd = None
+
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from advisor.cost.gpu_efficiency import FP16_FLOP_PER_CLK_SM, PEAK_UPPER_BOUND  # noqa: E402  (pure modules)
 # Byte and peak conventions: one definition, shared with the runtime that reads these tables.
@@ -475,7 +484,7 @@ def sample_rows(root: Path) -> dict[str, list]:
 # ---------------------------------------------------------------- output
 HEADER = {
     "schema": SCHEMA, "package": PACKAGE, "package_version": PACKAGE_VERSION,
-    "generated_by": "profiles/tools/distill_aiconfigurator.py",
+    "generated_by": "benchmarks/distill_aiconfigurator.py",
     "license": "Apache-2.0 (aiconfigurator-core measurements, distilled)",
     "collector": COLLECTOR,
 }
@@ -524,12 +533,55 @@ def dump(path: Path, key: str, rows, extra: dict | None = None) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+# ---------------------------------------------------------------- smoke: the shipped tables load
+LIST_KEY = {"attention_decode": "attention", "attention_context": "attention"}
+
+
+def smoke(folder: Path) -> int:
+    """Load every table in ``folder`` through the runtime's readers (advisor.cost.measured_tables) and check
+    the header and every row's provenance; print one line per file. No pandas, no aiconfigurator."""
+    from advisor.cost import measured_tables as mt
+
+    problems: list[str] = []
+    for name in mt.FILES:
+        data = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
+        for k, v in HEADER.items():
+            if data.get(k) != v:
+                problems.append(f"{name}.json: header {k} = {data.get(k)!r}, not {v!r}")
+        rows = data[LIST_KEY.get(name, name)]
+        for i, r in enumerate(rows):
+            src = r.get("src")
+            if src is None:
+                continue                                  # systems.json: our GPU table's figures, no source file
+            want = f"{PACKAGE} {PACKAGE_VERSION} aiconfigurator_core/systems/data/{r['system']}/"
+            if not (src.startswith(want) and f"/{r['version']}/" in src
+                    and (r["engine"] in src or r["engine"] == "nccl")):
+                problems.append(f"{name}.json row {i}: provenance {src!r} does not name its system/engine/version")
+        print(f"{name}.json: {len(rows)} rows, {len({r['system'] for r in rows})} systems")
+    typed = {"systems": len(mt.systems(folder)), "gemm": len(mt.gemm_tables(folder)),
+             "moe": len(mt.moe_tables(folder)), "allreduce": len(mt.comm_curves(folder)),
+             "attention": sum(len(mt.attention_tables(p, folder)) for p in ("decode", "context")),
+             "linear_attention": sum(len(mt.linear_tables(p, folder)) for p in ("decode", "prefill")),
+             "elementwise": len(mt.elementwise_tables(folder))}
+    problems += [f"{k}: no rows read" for k, n in typed.items() if not n]
+    print("read by advisor.cost.measured_tables: " + ", ".join(f"{k} {n}" for k, n in typed.items()))
+    for p in problems:
+        print(f"PROBLEM {p}")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-root", help="aiconfigurator_core/systems/data (default: the installed package)")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default: %(default)s)")
     ap.add_argument("--sample-rows", metavar="FILE", help="also write measured rows of realistic shapes (JSON) to FILE")
+    ap.add_argument("--smoke", action="store_true",
+                    help="check the tables in --out load and name their sources (no pandas, no aiconfigurator)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        return smoke(Path(args.out))
+    if pd is None:
+        sys.exit("pandas is not installed here: run the distillation in .venv-quant (or pass --smoke)")
     root, out = data_root(args.data_root), Path(args.out)
     if args.sample_rows:
         Path(args.sample_rows).write_text(json.dumps(sample_rows(root)), encoding="utf-8")

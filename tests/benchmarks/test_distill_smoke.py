@@ -1,0 +1,38 @@
+"""benchmarks/distill_aiconfigurator.py --smoke reads the shipped calibration tables without pandas or
+aiconfigurator and fails when a row no longer names the measured file it came from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+from advisor.cost import measured_tables as mt
+from tests.conftest import ROOT
+
+SCRIPT = ROOT / "benchmarks" / "distill_aiconfigurator.py"
+
+
+def _smoke(folder) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--out", str(folder)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_shipped_tables_pass_and_every_file_is_listed():
+    run = _smoke(mt.calibration_dir())
+    assert run.returncode == 0, run.stdout + run.stderr
+    for name in mt.FILES:
+        assert f"{name}.json:" in run.stdout
+    assert "linear_attention" in run.stdout and "elementwise" in run.stdout
+
+
+def test_a_row_without_its_source_fails(tmp_path):
+    folder = tmp_path / "cal"
+    shutil.copytree(mt.calibration_dir(), folder)
+    path = folder / "linear_attention.json"
+    data = json.loads(path.read_text())
+    data["linear_attention"][0]["src"] = "somewhere else"
+    path.write_text(json.dumps(data))
+    run = _smoke(folder)
+    assert run.returncode == 1 and "PROBLEM linear_attention.json row 0" in run.stdout
