@@ -1,8 +1,8 @@
 """explain(): which kernel each engine runs for each layer class of a checkpoint on a GPU, and why.
 
-Public entry points: :func:`explain` (one GPU) and :func:`explain_all_gpus` (the GPU table, for the
-compatibility matrix). Both are pure over frozen inputs; rule files are read (and cached) from
-profiles/engines/.
+Public entry points: :func:`explain` (one GPU), :func:`explain_all_gpus` (the GPU table, for the
+compatibility matrix) and :func:`explain_kv` (explain's attention/KV decision alone, for the tuner's KV
+dtypes). All are pure over frozen inputs; rule files are read (and cached) from profiles/engines/.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.default_install import resolve_install
 from advisor.kernel_path.config_load import (engine_kv_cache, engine_view, layer_load_facts, load_summary,
                                              model_level, overrides_layers, resolve_load)
-from advisor.kernel_path.model import CoveredModule, EngineWarning, Explanation, LayerClass, LayerDecision
+from advisor.kernel_path.model import (CoveredModule, EngineWarning, Explanation, LayerClass, LayerDecision,
+                                      ModelLoad)
 from advisor.kernel_path.options import InstallOptions
 from advisor.kernel_path.rules import RuleFile
 from advisor.kernel_path.rule_files import load_rules
@@ -63,6 +64,31 @@ def explain_all_gpus(checkpoint: CheckpointInfo, engine: str = "vllm", *, versio
     return tuple(_explain(checkpoint, g, gpus, rules, version, note, options) for g in table)
 
 
+def explain_kv(checkpoint: CheckpointInfo, gpu: GpuSpec, *, gpus: int = 1, engine: str = "vllm",
+               version: str | None = None, options: InstallOptions = InstallOptions(),
+               rules_dir: Path | None = None) -> LayerDecision | None:
+    """explain()'s attention/KV decision for these options, without deciding the GEMM layers: the same
+    record (or the same error) explain() would give, at the cost of the config-loading stage and one
+    attention rule. None when the model has no attention, so explain() makes no such decision.
+    tests/kernel_path/test_explain_kv.py holds it equal to explain() over GPUs, engines, demos and KV dtypes."""
+    rules, note = load_rules(engine, version, rules_dir)
+    _validate_options(rules, options)
+    options = resolve_install(rules, options)
+    ck = checkpoint
+    if not (ck.arch.num_attention_heads or ck.arch.kv_layers or ck.arch.mla):
+        return None
+    if not any(ROLE_CLASS.get(m.role) in ("dense_linear", "moe_experts") for m in ck.modules):
+        # attention would head the decisions and carry explain's start-up warnings: decide them all
+        full = _explain(ck, gpu, gpus, rules, version, note, options)
+        return next(d for d in full.decisions if d.layer_class == "attention_kv")
+    tp = options.tp if options.tp is not None else max(1, gpus)
+    load = resolve_load(ck, gpu, rules, options)
+    decision = _decide_attention(ck, load, gpu, rules, options, tp)
+    if load is not None and overrides_layers(load, ck):
+        decision = model_level(decision, load, rules.display_name)
+    return decision
+
+
 def _validate_options(rules: RuleFile, options: InstallOptions) -> None:
     for name, value in options.flags:
         spec = rules.flags.get(name)
@@ -92,9 +118,7 @@ def _explain(ck: CheckpointInfo, gpu: GpuSpec, gpus: int, rules: RuleFile, reque
         facts = replace(facts, load=seen)
         decisions.append(_decide(engine_view(facts) if unrecognised else facts, scheme, gpu, rules, options, tp))
     if ck.arch.num_attention_heads or ck.arch.kv_layers or ck.arch.mla:
-        # the KV quantization the engine finds declared in the file it reads (none when built unquantized)
-        kv_ck = replace(ck, kv_cache_quant=engine_kv_cache(load, ck, rules)) if load is not None else ck
-        decisions.append(_decide_kv(kv_ck, gpu, rules, options, tp))
+        decisions.append(_decide_attention(ck, load, gpu, rules, options, tp))
     decisions = _merge(decisions)
     decisions.sort(key=lambda d: _CLASS_ORDER.get(d.layer_class, 9))
     decisions = _startup_warnings(decisions, rules, options, gpu)
@@ -240,6 +264,13 @@ def _no_rule(ctx: Context, ck_scheme: str, rules: RuleFile, reasons, warnings) -
                                  "not known to fail"]),
         warnings=tuple(warnings), kv_cache_dtype=L.scheme if L.layer_class == "attention_kv" else None,
         error=foreign or msg, modules=(CoveredModule(L.module, L.shape, L.count),) if L.module else ())
+
+
+def _decide_attention(ck: CheckpointInfo, load: ModelLoad | None, gpu: GpuSpec, rules: RuleFile,
+                      options: InstallOptions, tp: int) -> LayerDecision:
+    # the KV quantization the engine finds declared in the file it reads (none when built unquantized)
+    kv_ck = replace(ck, kv_cache_quant=engine_kv_cache(load, ck, rules)) if load is not None else ck
+    return _decide_kv(kv_ck, gpu, rules, options, tp)
 
 
 def _decide_kv(ck: CheckpointInfo, gpu: GpuSpec, rules: RuleFile, options: InstallOptions, tp: int) -> LayerDecision:

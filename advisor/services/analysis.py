@@ -4,9 +4,11 @@ Used by the `plan` command, the TUI and the report builder so that none of them 
 chain. Pure apart from reading the checkpoint's config/headers (inspect) and profile files; each
 stage's failure is kept as a one-line error so a view can still show the stages that worked.
 
-One analysis explains each distinct (gpus, engine, version, options) once (Explainer): a KV dtype or
-TP size the tuner weighs that is the explained one, and the explain-only answer after a failed plan,
-reuse the explanation already made.
+One analysis explains each distinct (gpus, engine, version, options) once (Explainer): a TP size the
+tuner weighs that is the explained one, and the explain-only answer after a failed plan, reuse the
+explanation already made. The KV dtypes the tuner weighs take explain_kv's attention decision alone, so
+one GPU (gpus=1) costs one full explain; more GPUs add one per other TP size the tuner weighs (the whole
+path decides whether a TP size keeps every layer on the GPU).
 """
 
 from __future__ import annotations
@@ -110,26 +112,27 @@ class Explainer:
 
 
 def kv_decisions(checkpoint: CheckpointInfo, gpu: GpuSpec, gpus: int, engine: str, version: str | None,
-                 names: list[str], options: InstallOptions | None = None, *,
-                 explainer: Explainer | None = None) -> dict[str, LayerDecision]:
+                 names: list[str], options: InstallOptions | None = None) -> dict[str, LayerDecision]:
     """explain's attention decision for each KV dtype the tuner may pick (by engine flag value),
-    so the tuner never recommends a KV dtype the attention backend rejects."""
+    so the tuner never recommends a KV dtype the attention backend rejects. Each is explain_kv's
+    attention-only decision (equal to the full explain's, tests/kernel_path/test_explain_kv.py), so
+    the KV dtypes add no full explain."""
+    from advisor.kernel_path.explain import explain_kv
     from advisor.kernel_path.model import LayerDecision
     from advisor.kernel_path.options import InstallOptions
 
-    explain = explainer or Explainer(checkpoint, gpu)
     base = options or InstallOptions()
     out: dict[str, LayerDecision] = {}
     for name in names:
         try:
-            ex = explain(gpus=gpus, engine=engine, version=version, options=replace(base, kv_cache_dtype=name))
+            decision = explain_kv(checkpoint, gpu, gpus=gpus, engine=engine, version=version,
+                                  options=replace(base, kv_cache_dtype=name))
         except AdvisorError as err:
             out[name] = LayerDecision("attention_kv", ("attention",), "KV", f"KV {name}", None, "none", "bf16",
                                       "none", False, (), error=f"no rule in explain: {err}")
             continue
-        for d in ex.decisions:
-            if d.layer_class == "attention_kv":
-                out[name] = d
+        if decision is not None:
+            out[name] = decision
     return out
 
 
@@ -167,7 +170,7 @@ def explain_plan_kv(checkpoint, gpu, *, gpus: int = 1, engine: str = "vllm", ver
     eng = load_engine_memory(engine, version)
     explanation = explain(gpus=gpus, engine=engine, version=version, options=options)
     names = [options.kv_cache_dtype] if options.kv_cache_dtype else list(eng.kv_tune)
-    kvd = kv_decisions(checkpoint, gpu, gpus, engine, version, names, options, explainer=explain)
+    kvd = kv_decisions(checkpoint, gpu, gpus, engine, version, names, options)
 
     def explain_at_tp(n: int):
         # the tuner's other TP sizes keep the user's install options (e.g. FastLLM --moe_device)

@@ -1,5 +1,6 @@
 """The analysis service explains each (GPU, GPU count, engine, version, install options) once per analysis:
-the KV dtypes and TP sizes the tuner weighs and the explain-only answer after a failed plan reuse it."""
+the TP sizes the tuner weighs and the explain-only answer after a failed plan reuse it, and the KV dtypes
+it weighs take the attention decision alone (explain_kv), so one GPU costs one full explain."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import collections
 import pytest
 
 import advisor.kernel_path.explain as explain_module
+from advisor import engines
 from advisor.cost.overrides import Overrides
 from advisor.errors import AdvisorError
 from advisor.services.analysis import Explainer, Selection, analyze
@@ -33,6 +35,23 @@ def test_each_gpu_and_engine_is_explained_once_per_option_set(explains, gpu, gpu
     assert a.ok and a.plan is not None
     assert explains and set(explains.values()) == {1}, explains
     assert {k[:4] for k in explains} == {(gpu, gpus, "vllm", None)}
+
+
+@pytest.mark.parametrize("engine", engines.tuned())
+@pytest.mark.parametrize("demo", ["qwen3-30b-a3b-nvfp4", "llama-3.1-8b-gptq-int4"])
+def test_one_gpu_costs_one_full_explain_while_the_tuner_weighs_kv_dtypes(monkeypatch, engine, demo):
+    real = explain_module._explain
+    full = []
+
+    def counting(*args, **kw):
+        full.append(args[1].id)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(explain_module, "_explain", counting)
+    a = analyze(Selection(f"demo:{demo}", "rtx-3090", 1, engine))
+    assert a.ok and a.plan is not None
+    assert len(a.kv_decisions) > 1          # several KV dtypes were weighed
+    assert full == ["rtx-3090"]
 
 
 def test_a_kv_dtype_and_tp_the_user_chose_are_explained_once(explains):
