@@ -367,18 +367,16 @@ GDN_CONV_BYTES = 2
 GDN_KEY = ["batch_size", "seq_len", "d_model", "d_conv", "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim"]
 GDN_PHASE = {"generation": "decode", "context": "prefill"}
 GDN_MIN_CELL = 3                                   # measured shapes a work bucket needs
+GDN_FLOOR_MAX_TOKENS = 16                          # prefill rows this short: the layer's fixed cost
+GDN_SCAN_MIN_TOKENS = 256                          # prefill rows this long: the per-token scan rate
 
 
-def gdn_work(d: pd.DataFrame, phase: str) -> np.ndarray:
-    """decode: the state bytes a step loads and stores (per layer, per GPU); prefill: the nominal FLOPs of the
-    chunked scan (8 x tokens x value heads x key dim x value dim: the state-sized products per token)."""
-    b, s, dc, nk, hk, nv, hv = (d[c].to_numpy(dtype=float) for c in
-                                ("batch_size", "seq_len", "d_conv", "num_k_heads", "head_k_dim", "num_v_heads",
-                                 "head_v_dim"))
-    if phase == "decode":
-        conv = (2 * nk * hk + nv * hv) * (dc - 1) * GDN_CONV_BYTES
-        return b * 2 * (nv * hk * hv * GDN_STATE_BYTES + conv)
-    return 8 * b * s * nv * hk * hv
+def gdn_work(d: pd.DataFrame, phase: str = "decode") -> np.ndarray:
+    """The state bytes a decode step loads and stores (per layer, per GPU)."""
+    b, dc, nk, hk, nv, hv = (d[c].to_numpy(dtype=float) for c in
+                             ("batch_size", "d_conv", "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim"))
+    conv = (2 * nk * hk + nv * hv) * (dc - 1) * GDN_CONV_BYTES
+    return b * 2 * (nv * hk * hv * GDN_STATE_BYTES + conv)
 
 
 def distill_linear_attention(root: Path, refs: dict) -> list[dict]:
@@ -393,6 +391,10 @@ def distill_linear_attention(root: Path, refs: dict) -> list[dict]:
             df = pd.read_parquet(f)
             for raw_phase, phase in GDN_PHASE.items():
                 d = df[df.phase == raw_phase]
+                if phase == "prefill":
+                    # one sequence, as a served prompt's chunk is scanned: the chunks of one sequence run one
+                    # after another, so a batch of short sequences scans the same tokens much faster
+                    d = d[d.batch_size == 1]
                 kernels = sorted(d.kernel_source.unique())
                 if not any("delta_rule" in k for k in kernels):
                     continue                              # the conv alone is not a layer (a100 sglang prefill)
@@ -407,19 +409,37 @@ def distill_linear_attention(root: Path, refs: dict) -> list[dict]:
 
 def _gdn_row(root, f, system, ref, engine, phase, kernels, g) -> dict | None:
     t = g.latency.to_numpy() * 1e-3
+    head = {"system": system, "engine": engine, "version": f.parent.name, "phase": phase, "kind": "gdn",
+            "kernels": list(kernels), "src": rel(root, f), "state_dtype": "float32", "n": int(len(g))}
+    if phase == "prefill":
+        return _gdn_prefill(head, g, t)
     work = gdn_work(g, phase)
-    roof = (work / (ref["bandwidth_gbs"] * 1e9) if phase == "decode"
-            else work / (ref["peaks_tflops"]["bf16"] * 1e12))
+    roof = work / (ref["bandwidth_gbs"] * 1e9)
     bucket = (np.round(np.log2(np.maximum(work, 1)) / 2) * 2).astype(int)
     floor = float(np.median(t[bucket == bucket.min()]))   # the smallest work measured: the layer's fixed cost
     cells = [(int(x), sig(work_efficiency(t[bucket == x], floor, roof[bucket == x]), 3))
              for x in sorted(set(bucket)) if (bucket == x).sum() >= GDN_MIN_CELL]
     if not cells:
         return None
-    return {"system": system, "engine": engine, "version": f.parent.name, "phase": phase, "kind": "gdn",
-            "kernels": list(kernels), "src": rel(root, f), "floor_us": sig(floor * 1e6, 3),
-            "work": "state_bytes" if phase == "decode" else "nominal_flops", "state_dtype": "float32",
-            "log2_work": [c[0] for c in cells], "e": [c[1] for c in cells], "n": int(len(g))}
+    return {**head, "floor_us": sig(floor * 1e6, 3), "work": "state_bytes",
+            "log2_work": [c[0] for c in cells], "e": [c[1] for c in cells]}
+
+
+def _gdn_prefill(head: dict, g, t: np.ndarray) -> dict | None:
+    """One sequence's scan is latency-bound on its length (time hardly depends on the heads: the chunks run
+    one after another): t = floor + tokens x (ns_per_token + value heads x ns_per_token_head), least squares
+    over the rows of GDN_SCAN_MIN_TOKENS tokens and more; floor = median time at GDN_FLOOR_MAX_TOKENS or fewer."""
+    s, h = g.seq_len.to_numpy(dtype=float), g.num_v_heads.to_numpy(dtype=float)
+    small, big = s <= GDN_FLOOR_MAX_TOKENS, s >= GDN_SCAN_MIN_TOKENS
+    if not small.any() or big.sum() < GDN_MIN_CELL:
+        return None
+    floor = float(np.median(t[small]))
+    y = t[big] - floor
+    (a, b), *_ = np.linalg.lstsq(np.column_stack([s[big], s[big] * h[big]]), y, rcond=None)
+    if b < 0 or a < 0:
+        a, b = float(np.median(y / s[big])), 0.0
+    return {**head, "floor_us": sig(floor * 1e6, 3), "work": "tokens", "ns_per_token": sig(a * 1e9, 3),
+            "ns_per_token_head": sig(b * 1e9, 3), "log2_work": [], "e": []}
 
 
 # ---------------------------------------------------------------- elementwise (the kernels between operators)
@@ -478,7 +498,33 @@ def sample_rows(root: Path) -> dict[str, list]:
                 out.setdefault(f"moe/{system}/{engine}", []).extend(
                     df[["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
                         "latency"]].values.tolist())
+            out.update(_gdn_sample(root, system, engine))
     return {k: [[x.item() if hasattr(x, "item") else x for x in r] for r in v] for k, v in out.items() if v}
+
+
+def _gdn_sample(root: Path, system: str, engine: str) -> dict[str, list]:
+    """GDN layers as the plan uses them: decode [value heads, state bytes, ms] of rows whose state exceeds
+    twice the L2 (as in a served step, where every layer's state streams from DRAM); prefill of one sequence
+    [tokens, value heads, ms] from 256 tokens up."""
+    found = [v / "gdn_perf.parquet" for v in versions(root / system / "linear_attention" / engine)
+             if (v / "gdn_perf.parquet").is_file()]
+    if not found:
+        return {}
+    df = pd.read_parquet(found[0])
+    l2 = (reference_figures(ROOT / "profiles" / "gpus.yaml")[system].get("l2_mb") or 0) * 2**20
+    out = {}
+    for raw_phase, phase in GDN_PHASE.items():
+        d = df[df.phase == raw_phase]
+        k = d.kernel_source.nunique()
+        g = d.groupby(GDN_KEY).agg(latency=("latency", "sum"), n=("latency", "size")).reset_index()
+        g = g[g.n == k]
+        if phase == "decode":
+            g = g[gdn_work(g) > 2 * l2]
+            out[f"gdn/{system}/{engine}/decode"] = np.column_stack([g.num_v_heads, gdn_work(g), g.latency]).tolist()
+        else:
+            g = g[(g.batch_size == 1) & (g.seq_len >= GDN_SCAN_MIN_TOKENS)]
+            out[f"gdn/{system}/{engine}/prefill"] = np.column_stack([g.seq_len, g.num_v_heads, g.latency]).tolist()
+    return out
 
 
 # ---------------------------------------------------------------- output
@@ -515,12 +561,16 @@ NOTES = {
                     "(M x K x 3 <= 2^9 bytes); e per log2(bytes) rounded to an even number."),
     "linear_attention": ("one Gated-DeltaNet layer per phase, the sum of the collector's kernels for it (decode: "
                          "causal_conv1d_update + the recurrent step; prefill: causal_conv1d_fn + the chunked scan), "
-                         "heads per GPU as measured; decode: t = floor_us + state bytes / (bandwidth x e), state "
+                         "heads per GPU as measured. decode: t = floor_us + state bytes / (bandwidth x e), state "
                          "bytes = batch x 2 (load + store) x (value heads x key dim x value dim x 4 (float32 state) "
-                         "+ (2 x key heads x key dim + value heads x value dim) x (conv kernel - 1) x 2); prefill: "
-                         "t = floor_us + nominal FLOPs / (BF16 peak x e), nominal FLOPs = 8 x tokens x value heads "
-                         "x key dim x value dim; floor_us = median time of the smallest work bucket; e per "
-                         "log2(work) rounded to an even number (median over the measured shapes)."),
+                         "+ (2 x key heads x key dim + value heads x value dim) x (conv kernel - 1) x 2); floor_us = "
+                         "median time of the smallest work bucket; e per log2(bytes) rounded to an even number "
+                         "(median over the measured shapes), clipped at 1: rows whose state fits in L2 (the "
+                         "collector re-reads one layer's state) time below the DRAM roofline a served step, reading "
+                         "every layer's state, pays. prefill (batch-1 rows: one prompt's chunk): t = floor_us + "
+                         "tokens x (ns_per_token + value heads x ns_per_token_head) / 1000, least squares over rows "
+                         "of 256 tokens and more, floor_us = median time at 16 tokens or fewer; the scan's chunks "
+                         "run one after another, so its time is latency per token, nearly independent of the heads."),
 }
 
 

@@ -4,7 +4,7 @@ the FLOPs over the MMA rate (prefill); a KV cache the kernel cannot read as stor
 
 Linear-attention layers (GDN, KDA, Mamba) keep a recurrent state instead of KV: a Gated-DeltaNet layer is
 charged the measured layer of the card's nearest measured system (decode: conv update + recurrent step at
-the state bytes it loads and stores; prefill: conv + chunked scan at its nominal FLOPs,
+the state bytes it loads and stores; prefill: conv + chunked scan at the chunk's tokens, latency per token,
 advisor.cost.measured.linear_attention_time); other kinds, or a card without such a table, keep an
 estimate (state bytes over the estimated bandwidth; nominal FLOPs at the attention MMA peak), labelled."""
 
@@ -166,7 +166,8 @@ def linear_decode(rates: Rates, ops: Ops | None, st: RecurrentState | None, batc
 
 def linear_nominal_flops(arch: ArchInfo, tokens: float, tp: int) -> float:
     """Nominal FLOPs of one linear-attention layer's chunked scan over ``tokens`` tokens on one of ``tp``
-    GPUs: 8 x tokens x value heads/N x key dim x value dim (the distiller's work measure)."""
+    GPUs: 8 x tokens x value heads/N x key dim x value dim (the state-sized products per token; the
+    estimate's work where no table applies)."""
     info = arch.linear_state
     if info is None:
         return 0.0
@@ -177,8 +178,9 @@ def linear_nominal_flops(arch: ArchInfo, tokens: float, tp: int) -> float:
 def linear_prefill(rates: Rates, arch: ArchInfo, ops: Ops | None, attn_mma: str, t: int, tp: int,
                    unknown: set[str]) -> Attention:
     """The linear-attention layers of one ``t``-token prefill chunk (conv + chunked scan; the state carries
-    the prefix, so the chunk's own tokens are the work): measured per GDN layer, else the nominal FLOPs at
-    the attention MMA's peak (an estimate and a lower bound: the measured scans run far below it)."""
+    the prefix, so the chunk's own tokens are the work): measured per GDN layer at the chunk's tokens, else
+    the nominal FLOPs at the attention MMA's peak (an estimate and a lower bound: the measured scans are
+    latency-bound far below it)."""
     info = arch.linear_state
     if info is None or info.layers <= 0 or t <= 0:
         return Attention(0.0, 0.0, 0.0, 0.0, "")
@@ -186,8 +188,8 @@ def linear_prefill(rates: Rates, arch: ArchInfo, ops: Ops | None, attn_mma: str,
     if work <= 0:
         return Attention(0.0, 0.0, 0.0, 0.0, "")
     if ops is not None and ops.measured:
-        got = measured.linear_attention_time(ops.evidence.gpu, "prefill", work, kind=info.kind, engine=ops.engine,
-                                             evidence=ops.evidence)
+        got = measured.linear_attention_time(ops.evidence.gpu, "prefill", t, heads=math.ceil(info.num_heads / tp),
+                                             kind=info.kind, engine=ops.engine, evidence=ops.evidence)
         if got.seconds is not None:
             fixed = got.fixed_s or 0.0
             return Attention(0.0, info.layers * (got.seconds - fixed) / rates.clock_factor, info.layers * fixed,

@@ -400,11 +400,14 @@ def _attention(gpu, phase, kv, attn_dtype, work, peak_key, engine, evidence, fol
 
 
 # ---------------------------------------------------------------- linear attention (GDN)
-def linear_attention_time(gpu: GpuSpec, phase: str, work: float, *, kind: str = "gdn", engine: str | None = None,
-                          evidence: Evidence | None = None, folder: Path | None = None) -> Measured:
+def linear_attention_time(gpu: GpuSpec, phase: str, work: float, *, heads: int = 0, kind: str = "gdn",
+                          engine: str | None = None, evidence: Evidence | None = None,
+                          folder: Path | None = None) -> Measured:
     """One linear-attention layer (per GPU). ``phase`` decode: ``work`` = the state bytes the step loads and
-    stores; prefill: the chunked scan's nominal FLOPs (8 x tokens x value heads x key dim x value dim, the
-    distiller's definition). Only Gated-DeltaNet layers are measured."""
+    stores, charged floor + bytes / (BW e); prefill: ``work`` = the tokens of one sequence's chunk and
+    ``heads`` its value heads per GPU, charged floor + tokens x (ns/token + heads x ns/token/head): the scan
+    is latency-bound on the sequence, so another card gets it as time x the clock ratio. Only Gated-DeltaNet
+    layers are measured."""
     ev = evidence or evidence_for(gpu, None, folder)
     if ev.system is None:
         return _none(ev.why)
@@ -416,23 +419,23 @@ def linear_attention_time(gpu: GpuSpec, phase: str, work: float, *, kind: str = 
     if not cands:
         return _none(f"no GDN {phase} layer measured on {ev.system.system}")
     table = cands[0]
-    ratio, _ = ev.clock_ratio()
+    ratio, clock = ev.clock_ratio()
     fixed = table.floor_us * 1e-6 * ratio
-    e = table.efficiency(work)
-    if phase == "decode":
-        bw, bw_sys = ev.bandwidth_gbs(), ev.measured_system.bandwidth_gbs
-        if not bw:
-            return _none(f"{gpu.id} has no bandwidth in the GPU table")
-        roof, roof_sys, bound = work / (bw * 1e9), work / (bw_sys * 1e9), "memory"
-    else:
-        peak, peak_sys = ev.peak_tflops("bf16"), ev.measured_system.peaks.get("bf16")
-        if not peak or peak is NOT_SUPPORTED or not peak_sys:
-            return _none(f"{gpu.id} has no bf16 peak in the GPU table")
-        roof, roof_sys, bound = work / (float(peak) * 1e12), work / (float(peak_sys) * 1e12), "compute"
-    busy = _carried_busy(ev, roof, roof_sys, e, table.e[-1], ratio)
     note = f"no {engine} measurement: {table.engine}'s kernels stand in" if engine and table.engine != engine else ""
-    return Measured(fixed + busy, fixed, roof / busy if busy else e, roof, bound, f"{table.src}: {table.label}",
-                    ev.scaling(), note, roof if bound == "memory" else 0.0, roof if bound == "compute" else 0.0)
+    if phase == "prefill":
+        busy = work * (table.ns_per_token + heads * table.ns_per_token_head) * 1e-9 * ratio
+        scaling = ev.scaling() if ev.same_card else (
+            f"{ev.relation} evidence from {ev.measured_system.system} (sm_{ev.measured_system.sm}): the scan's "
+            f"latency per token carried as time ({clock or 'same clock'})")
+        return Measured(fixed + busy, fixed, None, None, "latency", f"{table.src}: {table.label}", scaling, note)
+    bw, bw_sys = ev.bandwidth_gbs(), ev.measured_system.bandwidth_gbs
+    if not bw:
+        return _none(f"{gpu.id} has no bandwidth in the GPU table")
+    roof, roof_sys = work / (bw * 1e9), work / (bw_sys * 1e9)
+    e = table.efficiency(work)
+    busy = _carried_busy(ev, roof, roof_sys, e, table.e[-1], ratio)
+    return Measured(fixed + busy, fixed, roof / busy if busy else e, roof, "memory", f"{table.src}: {table.label}",
+                    ev.scaling(), note, roof, 0.0)
 
 
 def _carried_busy(ev: Evidence, roof: float, roof_sys: float, e: float, e_big: float, ratio: float) -> float:

@@ -201,9 +201,11 @@ class LinearTable:
     kernels: tuple[str, ...]
     src: str
     floor_us: float
-    work: str                     # state_bytes | nominal_flops
+    work: str                     # decode: state_bytes (e per log2 bytes) | prefill: tokens (ns per token)
     log2_work: tuple[int, ...]
     e: tuple[float, ...]
+    ns_per_token: float = 0.0         # prefill: scan latency per token of one sequence
+    ns_per_token_head: float = 0.0    # prefill: and per token and value head
 
     def efficiency(self, work: float) -> float:
         i, w = _bracket(list(self.log2_work), math.log2(max(work, 1.0)))
@@ -308,7 +310,8 @@ def comm_curves(folder: Path | None = None) -> tuple[CommCurve, ...]:
 @functools.lru_cache(maxsize=4)
 def linear_tables(phase: str, folder: Path | None = None) -> tuple[LinearTable, ...]:
     return tuple(LinearTable(r["system"], r["engine"], r["version"], r["phase"], r["kind"], tuple(r["kernels"]),
-                             r["src"], r["floor_us"], r["work"], tuple(r["log2_work"]), tuple(r["e"]))
+                             r["src"], r["floor_us"], r["work"], tuple(r["log2_work"]), tuple(r["e"]),
+                             r.get("ns_per_token", 0.0), r.get("ns_per_token_head", 0.0))
                  for r in _rows("linear_attention", "linear_attention", folder) if r["phase"] == phase)
 
 

@@ -46,6 +46,8 @@ def test_every_row_has_provenance_and_both_phases_exist():
             assert t.system in t.src and t.engine in t.src and t.version in t.src
             assert any("delta_rule" in k for k in t.kernels) and t.floor_us > 0
             assert all(0 < e <= 1 for e in t.e) and list(t.log2_work) == sorted(t.log2_work)
+            assert (t.e and t.work == "state_bytes") if phase == "decode" else (t.ns_per_token > 0 and
+                                                                                 t.work == "tokens")
 
 
 def test_decode_layer_time_grows_with_state_bytes_and_names_its_table():
@@ -60,10 +62,19 @@ def test_decode_layer_time_grows_with_state_bytes_and_names_its_table():
     assert "h200_sxm/linear_attention/vllm" in big.source and "measured on this card" in big.scaling
 
 
+def test_prefill_is_latency_per_token_of_one_sequence():
+    """One sequence's scan: time grows with its tokens, hardly with its heads (the chunks run in turn)."""
+    gpu = get_gpu("h200-sxm")
+    t = {(n, h): measured.linear_attention_time(gpu, "prefill", n, heads=h, engine="vllm").seconds
+         for n in (1024, 8192) for h in (4, 64)}
+    assert t[(8192, 4)] > 6 * t[(1024, 4)]
+    assert t[(8192, 4)] < t[(8192, 64)] < 2 * t[(8192, 4)]
+
+
 def test_engine_picks_its_own_kernels():
     gpu = get_gpu("h200-sxm")
-    v = measured.linear_attention_time(gpu, "prefill", 2**36, engine="vllm")
-    s = measured.linear_attention_time(gpu, "prefill", 2**36, engine="sglang")
+    v = measured.linear_attention_time(gpu, "prefill", 8192, heads=16, engine="vllm")
+    s = measured.linear_attention_time(gpu, "prefill", 8192, heads=16, engine="sglang")
     assert "/vllm/" in v.source and "/sglang/" in s.source and v.seconds != s.seconds
 
 

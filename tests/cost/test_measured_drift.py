@@ -105,3 +105,31 @@ def test_scaling_to_a_sibling_card_predicts_its_measurements(distilled, target, 
     errs = _errors(rows, target, source)
     assert len(errs) > 100
     assert statistics.median(abs(e) for e in errs) < 0.18
+
+
+def _gdn_errors(rows: dict, target: str, source: str, engine: str, phase: str) -> list[float]:
+    systems = mt.systems()
+    g = get_gpu(systems[target].gpu)
+    ev = M.Evidence(g, systems[source], "same card" if target == source else "same compute capability", "")
+    errs = []
+    for row in rows.get(f"gdn/{target}/{engine}/{phase}", []):
+        if phase == "decode":
+            heads, work, ms = row
+            r = M.linear_attention_time(g, "decode", work, engine=engine, evidence=ev)
+        else:
+            tokens, heads, ms = row
+            r = M.linear_attention_time(g, "prefill", tokens, heads=int(heads), engine=engine, evidence=ev)
+        errs.append(r.seconds / (ms * 1e-3) - 1)
+    return errs
+
+
+@pytest.mark.parametrize("target, source", [("h200_sxm", "h200_sxm"), ("b200_sxm", "b200_sxm"),
+                                            ("rtx_pro_6000_server", "rtx_pro_6000_server"),
+                                            ("h100_sxm", "h200_sxm"), ("b300_sxm", "b200_sxm")])
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_gdn_layer_reproduces_its_measurements(distilled, target, source, phase):
+    """vLLM's GDN layer: decode where the state streams from DRAM (beyond twice the L2), prefill of one
+    sequence; on the measured card and carried to a sibling."""
+    errs = _gdn_errors(json.loads((distilled / "rows.json").read_text()), target, source, "vllm", phase)
+    assert len(errs) > 50
+    assert statistics.median(abs(e) for e in errs) < 0.2
