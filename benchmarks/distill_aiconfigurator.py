@@ -28,6 +28,10 @@ The time model each table feeds (advisor/cost/measured.py):
   all-reduce  the measured latency curve per message size, TP and engine
   GDN layer   decode t = floor + state bytes / (BW x e)   prefill t = floor + nominal FLOPs / (peak x e)
   elementwise t = floor + bytes / (BW x e)   (the kernels between measured operators)
+
+Over ~400 lines on purpose: an offline script run once per AIConfigurator release, one distiller per table
+family above sharing the roofline and provenance helpers, plus the --smoke check of what they wrote: the
+families are read and changed together when a release changes its table layout.
 """
 
 from __future__ import annotations

@@ -161,3 +161,15 @@ def with_qc(qc: dict | None, base: dict | None = None) -> dict:
     return cfg
 
 
+def mo_cfgs(algo, kv=None, extra=None, groups=None):
+    """(config.json, hf_quant_config.json) as ModelOpt 0.47 writes them for ``algo``."""
+    excl = ["lm_head", "model.embed_tokens"]
+    hq = {"producer": {"name": "modelopt", "version": "0.47.0"},
+          "quantization": {"quant_algo": algo, "kv_cache_quant_algo": kv, **(extra or {}), "exclude_modules": excl}}
+    qc = {"ignore": excl, "quant_algo": algo, "producer": {"name": "modelopt", "version": "0.47.0"},
+          "quant_method": "modelopt"}
+    if groups:
+        qc = {"config_groups": groups, **qc}
+    if kv == "FP8":
+        qc["kv_cache_scheme"] = {"dynamic": False, "num_bits": 8, "type": "float"}
+    return with_qc(qc), hq
