@@ -26,7 +26,8 @@ The time model each table feeds (advisor/cost/measured.py):
   MoE layer  t = fixed(T) + roofline / e(T)               bytes = touched experts' weights
   decode attention  t = floor + KV bytes / (BW x e)       context attention  t = floor + FLOPs / (peak x e)
   all-reduce  the measured latency curve per message size, TP and engine
-  GDN layer   decode t = floor + state bytes / (BW x e)   prefill t = floor + nominal FLOPs / (peak x e)
+  GDN layer   decode t = floor + state bytes / (BW x e)
+              prefill t = floor + tokens x (ns/token + heads x ns/token/head)   (one sequence)
   elementwise t = floor + bytes / (BW x e)   (the kernels between measured operators)
 
 Over ~400 lines on purpose: an offline script run once per AIConfigurator release, one distiller per table
