@@ -14,8 +14,6 @@ only when its command works (no stubs): discovery is by listing this package.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -36,6 +34,9 @@ class Outcome:
 
 
 def discover() -> list[ModuleType]:
+    import importlib
+    import pkgutil
+
     mods = []
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):

@@ -32,6 +32,7 @@ from advisor.tui.panes.export import ExportPane
 from advisor.tui.panes.hardware import HardwarePane
 from advisor.tui.panes.launch import LaunchPane
 from advisor.tui.panes.microbench import MicrobenchPane
+from advisor.tui.panes.pane import Pane
 from advisor.tui.tabs import tab_bindings, tab_panes
 from advisor.user_state import UserState, save_state
 
@@ -69,12 +70,14 @@ class AdvisorApp(App):
         self._summary = ""                 # the status line between progress messages
         self.quitting = False              # Ctrl+Q with a server up: quit once it is stopped
         self.leaving = False               # exit() was asked for: worker results no longer touch the widgets
+        self._later_panes: list[Pane] = []      # composed after the first paint
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield Header()
-        with TabbedContent(initial="hardware", id="tabs"):
-            yield from tab_panes()
+        first, *self._later_panes = tab_panes()
+        with TabbedContent(initial=first.id or "", id="tabs"):
+            yield first         # the other tabs' panes after the first paint (_start_background)
         yield Static("", id="status", markup=False)
         yield Footer()
 
@@ -84,7 +87,17 @@ class AdvisorApp(App):
         # Slow work starts after the first paint: a worker thread holding the GIL would delay it.
         self.call_after_refresh(self._start_background)
 
-    def _start_background(self) -> None:
+    async def _start_background(self) -> None:
+        # Composing the seven other panes took a third of the first paint's CPU (issue 23); they come now,
+        # in order, before the probe and the analysis whose results fill them.
+        if self.leaving:                   # quit before the first paint was done
+            return
+        tabs = self.query_one("#tabs", TabbedContent)
+        with self.batch_update():
+            added = [tabs.add_pane(pane) for pane in self._later_panes]
+        for pane_added in added:
+            await pane_added
+        self._later_panes = []
         self.run_probe()
         if self.state.checkpoint:
             self.start_analysis()
@@ -201,7 +214,7 @@ class AdvisorApp(App):
     # ------------------------------------------------------------------ actions
     def action_show_tab(self, tab: str) -> None:
         tabs = self.query_one("#tabs", TabbedContent)
-        if tabs.active == tab:
+        if tabs.active == tab or self._later_panes:     # the other tabs come a moment after the first paint
             return
         # A focused control inside the old pane would be hidden by the switch; Textual then focuses
         # its neighbour, whose pane claims the tab back (F-keys seemed dead). Hand focus to the
@@ -221,6 +234,8 @@ class AdvisorApp(App):
             self.update_state(theme=name)
 
     def action_load_checkpoint(self, source: str) -> None:
+        if self._later_panes:      # its pane is not there yet (a moment after the first paint)
+            return
         self.checkpoint_pane.source_input.value = source
         if source != self.state.checkpoint:
             self.launch_pane.forget_profile()
@@ -229,6 +244,8 @@ class AdvisorApp(App):
         self.action_show_tab("checkpoint")
 
     def action_launch(self) -> None:
+        if self._later_panes:      # its pane is not there yet (a moment after the first paint)
+            return
         self.action_show_tab("launch")
         self.launch_server()
 
@@ -255,6 +272,8 @@ class AdvisorApp(App):
             self.launch_pane.stop_worker(sup)
 
     def action_export(self, fmt: str) -> None:
+        if self._later_panes:      # its pane is not there yet (a moment after the first paint)
+            return
         self.export_pane.set_format(fmt)
         self.action_show_tab("export")
         self.export_report()
