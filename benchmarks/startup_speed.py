@@ -6,9 +6,10 @@ Ready event, headless, 80x24). The cases take turns (run 1 of each, then run 2 o
 spike on a shared machine hits them alike. One run of each comes first and is not counted: it writes
 the bytecode (unless PYTHONDONTWRITEBYTECODE) and fills the advisor's profile caches in a temporary
 cache dir, the state a user is in from their second command on; its time is shown as "first".
-Besides the medians it prints each case's ratio to the floor and, from one `-X importtime` run, how
-many modules it imports and their summed import time: the figures that stay meaningful on a loaded
-machine, where absolute times are not.
+Besides the medians it prints each case's ratio to the floor, the CPU seconds the process used (user +
+system from the kernel's accounting; the TUI: its own process time at the first paint) with their ratio
+to the floor's, and, from one `-X importtime` run, how many modules it imports and their summed import
+time: the figures that stay meaningful on a loaded machine, where wall times are not.
 
     python benchmarks/startup_speed.py [--runs 7] [--smoke]
 
@@ -31,12 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = "demo:qwen3-8b-nvfp4"
 
 TUI_CHILD = r"""
-import sys
+import sys, time
 from pathlib import Path
 from advisor.tui import create_app
 from advisor.tui.app import AdvisorApp
 def on_ready(self):            # Textual sends Ready once the first screen is composed and painted
-    sys.stdout.write("painted\n"); sys.stdout.flush()
+    sys.stdout.write(f"painted {time.process_time()}\n"); sys.stdout.flush()
     self.exit()
 AdvisorApp.on_ready = on_ready
 create_app(state_file=Path(sys.argv[1]) / "state.yaml").run(headless=True, size=(80, 24))
@@ -59,25 +60,31 @@ def _env(cache: str) -> dict[str, str]:
     return env
 
 
-def run_once(argv: list[str], env: dict[str, str], tmp: str) -> float:
-    """Seconds until the process exits (the TUI: until it says it has painted)."""
+def run_once(argv: list[str], env: dict[str, str], tmp: str) -> tuple[float, float]:
+    """Seconds until the process exits (the TUI: until it says it has painted), and the CPU seconds
+    it used by then (user + system as the kernel counts them; the TUI reports its own)."""
     tui = argv[:2] == ["-c", TUI_CHILD]
     cmd = [sys.executable, *argv] + ([tmp] if tui else [])
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    if tui:
-        line = proc.stdout.readline()
-        elapsed = time.perf_counter() - t0
-        _, err = proc.communicate(timeout=60)
-        ok = line.strip() == "painted"
-    else:
-        _, err = proc.communicate(timeout=120)
-        elapsed = time.perf_counter() - t0
-        ok = proc.returncode == 0
-    if not ok:
-        raise SystemExit(f"{' '.join(argv)[:60]} failed (exit {proc.returncode}): {err.strip()[-400:]}")
-    return elapsed
+    with tempfile.TemporaryFile() as errfile:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if tui else subprocess.DEVNULL, stderr=errfile)
+        if tui:
+            line = proc.stdout.readline()
+            elapsed = time.perf_counter() - t0
+            proc.communicate(timeout=60)
+            word, _, cpu_text = line.strip().partition(b" ")
+            ok, cpu = word == b"painted", float(cpu_text or "nan")
+        else:
+            _, status, usage = os.wait4(proc.pid, 0)        # reaps it: its own CPU accounting
+            elapsed = time.perf_counter() - t0
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            ok, cpu = proc.returncode == 0, usage.ru_utime + usage.ru_stime
+        if not ok:
+            errfile.seek(0)
+            err = errfile.read().decode("utf-8", "replace")
+            raise SystemExit(f"{' '.join(argv)[:60]} failed (exit {proc.returncode}): {err.strip()[-400:]}")
+    return elapsed, cpu
 
 
 def import_profile(argv: list[str], env: dict[str, str], tmp: str) -> tuple[int, float]:
@@ -102,19 +109,23 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     runs = 1 if args.smoke else max(args.runs, 1)
     samples: dict[str, list[float]] = {label: [] for label, _, _ in CASES}
+    cpus: dict[str, list[float]] = {label: [] for label, _, _ in CASES}
     with tempfile.TemporaryDirectory(prefix="startup-speed-") as tmp:
         env = _env(tmp)
-        first = {label: run_once(cmd, env, tmp) for label, cmd, _ in CASES}    # bytecode, profile caches
+        first = {label: run_once(cmd, env, tmp)[0] for label, cmd, _ in CASES}    # bytecode, caches
         for _ in range(runs):
             for label, cmd, _ in CASES:
-                samples[label].append(run_once(cmd, env, tmp))
+                wall, cpu = run_once(cmd, env, tmp)
+                samples[label].append(wall)
+                cpus[label].append(cpu)
         imports = {label: import_profile(cmd, env, tmp) for label, cmd, _ in CASES}
     floor = statistics.median(samples[CASES[0][0]])
+    cpu_floor = statistics.median(cpus[CASES[0][0]])
     bytecode = "off (PYTHONDONTWRITEBYTECODE)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
     print(f"startup_speed: {runs} counted run(s) per case after one uncounted; python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, bytecode writing {bytecode}")
-    print(f"{'case':<17}{'median s':>9}{'min s':>8}{'first s':>9}{'x floor':>9}{'modules':>9}{'import s':>10}"
-          f"{'target s':>10}  verdict")
+    print(f"{'case':<17}{'median s':>9}{'min s':>8}{'first s':>9}{'x floor':>9}{'cpu s':>7}{'cpu x':>7}"
+          f"{'modules':>9}{'import s':>10}{'target s':>10}  verdict")
     failed = False
     for label, _, target in CASES:
         med = statistics.median(samples[label])
@@ -125,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
             over = med > target
             failed = failed or over
             verdict, shown = ("over" if over else "ok"), f"{target:.2f}"
+        cpu = statistics.median(cpus[label])
         print(f"{label:<17}{med:>9.3f}{min(samples[label]):>8.3f}{first[label]:>9.3f}{med / floor:>9.2f}"
-              f"{count:>9}{imp:>10.3f}{shown:>10}  {verdict}")
+              f"{cpu:>7.3f}{cpu / cpu_floor:>7.2f}{count:>9}{imp:>10.3f}{shown:>10}  {verdict}")
     if args.smoke:
         return 0
     return 1 if failed else 0

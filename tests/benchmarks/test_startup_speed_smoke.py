@@ -1,5 +1,6 @@
 """benchmarks/startup_speed.py in its smoke mode: every cold-start case runs in a fresh process and the
-table carries each one's median, ratio to the `python -c pass` floor, module count and import time.
+table carries each one's median, ratio to the `python -c pass` floor, CPU seconds and their ratio to the
+floor's, module count and import time.
 No timing is asserted (targets are the script's business on a quiet machine)."""
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ def test_startup_speed_smoke_prints_every_case(tmp_path):
             if line.startswith(case + " "):
                 rows[case] = line[len(case):].split()
     assert set(rows) == set(CASES), proc.stdout
-    median, _min, _first, ratio, modules, import_s, target, verdict = rows["python -c pass"]
-    assert (ratio, target, verdict) == ("1.00", "-", "floor")
-    counts = {case: int(cols[4]) for case, cols in rows.items()}
+    median, _min, _first, ratio, cpu, cpu_ratio, modules, import_s, target, verdict = rows["python -c pass"]
+    assert (ratio, cpu_ratio, target, verdict) == ("1.00", "1.00", "-", "floor")
+    counts = {case: int(cols[6]) for case, cols in rows.items()}
     # each entry point loads more than the bare interpreter, the TUI the most
     assert all(counts[c] > counts["python -c pass"] for c in CASES[1:])
     assert counts["TUI first paint"] == max(counts.values())
     for case in CASES[1:]:
-        assert float(rows[case][3]) > 0 and rows[case][7] in ("ok", "over")
+        assert float(rows[case][3]) > 0 and float(rows[case][4]) > 0 and rows[case][9] in ("ok", "over")
