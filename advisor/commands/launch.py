@@ -184,7 +184,7 @@ def _tuning_payload(args, tuning: Tuning) -> dict:
         return {"tuned": True, "source": args.plan}
     if args.profile:
         return {"tuned": None, "source": f"launch profile {args.profile!r}"}
-    if tuning.plan is not None:
+    if tuning.plan is not None and tuning.selection is not None:      # a plan is made for a selection
         return {"tuned": True, "source": "plan", "gpus": tuning.label, "selection": tuning.selection.note,
                 "workload": args.workload}
     return {"tuned": False, "why": tuning.why_not}
@@ -196,7 +196,7 @@ def _tuning_doc(args, tuning: Tuning):
 
     if args.plan or args.profile:
         return Doc()
-    if tuning.plan is not None:
+    if tuning.plan is not None and tuning.selection is not None:
         where = "" if tuning.selection.source == "probed" else " (what-if)"
         return Doc((Paragraph(f"Tuned for {tuning.label}{where}, workload {args.workload}: the command the TUI "
                               "and `report` show.", "good"),))

@@ -8,22 +8,32 @@ reference server, and the draft acceptance an engine's log reports.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from advisor.doc import Doc, Paragraph
 from advisor.errors import AdvisorError
+
+if TYPE_CHECKING:      # annotations only: the launchers load when a run starts
+    from advisor.progress import Step
+    from advisor.services.analysis import Analysis
+    from launchers.bench import BenchConfig, BenchReport
+    from launchers.kernel_check import KernelCheck
+    from launchers.served import Launched
+    from launchers.supervisor import Server
+    from launchers.verdict import Band, Prediction, Verdict
+    from launchers.watchdog import WatchFinding
 
 
 @dataclasses.dataclass(frozen=True)
 class Measured:
     """One benchmark run and what was seen beside it."""
 
-    report: Any                         # launchers.bench.BenchReport
+    report: BenchReport
     port: int
     served_here: bool = False           # the server given to measure() is the one measured
     watched_pids: tuple[int, ...] = ()
-    findings: Any = None                # watchdog findings; None when no process was watched
-    launched: Any = None                # launchers.served.Launched: a server `launch` started on the port
+    findings: list[WatchFinding] | None = None   # watchdog findings; None when no process was watched
+    launched: Launched | None = None    # a server `launch` started on the port
 
 
 def check_url(url: str) -> str:
@@ -47,8 +57,9 @@ def load_prediction(path: str):
     return verdict.load_prediction(path)
 
 
-def measure(url: str, cfg: Any = None, *, model: str | None = None, api_key: str | None = None, server: Any = None,
-            on_progress: Callable[[str], None] | None = None, on_step: Callable[[Any], None] | None = None) -> Measured:
+def measure(url: str, cfg: BenchConfig | None = None, *, model: str | None = None, api_key: str | None = None,
+            server: Server | None = None, on_progress: Callable[[str], None] | None = None,
+            on_step: Callable[[Step], None] | None = None) -> Measured:
     """Benchmark the server at URL, watching the processes listening on its port. ``server``: one
     started here (a launchers.supervisor.Server); on its port its own processes are watched and its
     device is known, elsewhere a server `nvfp4-advisor launch` recorded is looked up."""
@@ -59,15 +70,16 @@ def measure(url: str, cfg: Any = None, *, model: str | None = None, api_key: str
     base = check_url(url)
     cfg = cfg or bench.BenchConfig()
     port = urlparse(base).port or 80
-    served_here = server is not None and port == server.cmd.settings.port
-    launched = None if served_here else served.find(port)       # its log holds the kernels
-    pids = [p.pid for p in server.processes()] if served_here else watchdog.listener_pids(port)
+    here = server if server is not None and port == server.cmd.settings.port else None
+    served_here = here is not None
+    launched = None if here is not None else served.find(port)       # its log holds the kernels
+    pids = [p.pid for p in here.processes()] if here is not None else watchdog.listener_pids(port)
     dog = watchdog.Watchdog(lambda: pids).start() if pids else None
     try:
         rep = bench.run(base, cfg, model=model, api_key=api_key, on_progress=on_progress, on_step=on_step)
     finally:
         samples = dog.stop() if dog else []
-    device = server.cmd.settings.device if served_here else (launched.device if launched is not None else None)
+    device = here.cmd.settings.device if here is not None else (launched.device if launched is not None else None)
     # a server launched for the CPU (transformers serve --device cpu) is not a CPU fallback
     found = watchdog.findings(samples, expect_gpu=device != "cpu") if dog else None
     return Measured(rep, port, served_here, tuple(pids), found, launched)
@@ -82,17 +94,21 @@ def require_measurement(rep) -> None:
         raise AdvisorError(why)
 
 
-def judge(rep, prediction, *, kernel_check: Any = None, watch_findings: Any = None) -> list:
+def judge(rep: BenchReport, prediction: Prediction, *, kernel_check: KernelCheck | None = None,
+          watch_findings: list[WatchFinding] | None = None) -> list[Verdict]:
     """The measured decode rate (one stream) and aggregate rate (N streams) against the prediction's
     bands, a miss ranked by its likely causes (kernel check, watchdog, what-if GPU)."""
     from launchers import verdict
 
-    judged = dict(kernel_check=kernel_check, watch_findings=watch_findings, what_if=prediction.what_if)
-    verdicts = [verdict.judge("decode tok/s (1 stream)", rep.decode_tps, prediction.decode_tps, **judged)]
+    def judged(metric: str, measured: float | None, band: Band | None) -> Verdict:
+        return verdict.judge(metric, measured, band, kernel_check=kernel_check, watch_findings=watch_findings,
+                             what_if=prediction.what_if)
+
+    verdicts = [judged("decode tok/s (1 stream)", rep.decode_tps, prediction.decode_tps)]
     if rep.concurrency:
         band = verdict.aggregate_for(prediction, rep.concurrency.streams)
-        verdicts.append(verdict.judge(f"aggregate tok/s ({rep.concurrency.streams} streams)",
-                                      rep.concurrency.aggregate_tps, band, **judged))
+        verdicts.append(judged(f"aggregate tok/s ({rep.concurrency.streams} streams)",
+                               rep.concurrency.aggregate_tps, band))
     return verdicts
 
 
@@ -163,8 +179,9 @@ def _launch_explanation(launched, plan_doc):
         return None, f"no prediction: {err}"
 
 
-def bench_doc(url: str, analysis: Any, *, server: Any = None, on_progress: Callable[[str], None] | None = None,
-              on_step: Callable[[Any], None] | None = None, cfg: Any = None) -> Doc:
+def bench_doc(url: str, analysis: Analysis | None, *, server: Server | None = None,
+              on_progress: Callable[[str], None] | None = None, on_step: Callable[[Step], None] | None = None,
+              cfg: BenchConfig | None = None) -> Doc:
     """Benchmark a server and judge it against the analysis' plan, as `bench --plan` does, with the
     CLI's defaults (launchers.bench.BenchConfig): the server's processes watched, the kernel check of a
     server launched here (or by `nvfp4-advisor launch`) as evidence. A server of another engine than
@@ -176,20 +193,20 @@ def bench_doc(url: str, analysis: Any, *, server: Any = None, on_progress: Calla
     run = measure(url, cfg, server=server, on_progress=on_progress, on_step=on_step)
     rep = run.report
     require_measurement(rep)
-    served_here = run.served_here
-    plan = getattr(analysis, "plan", None)
-    planned = analysis.selection.engine if analysis is not None else None
-    notes: tuple = ()
-    if plan is not None and served_here and server.engine != planned:
+    here = server if run.served_here else None
+    plan = analysis.plan if analysis is not None else None
+    notes: tuple[Paragraph, ...] = ()
+    if analysis is not None and plan is not None and here is not None and here.engine != analysis.selection.engine:
         plan = None
-        notes = (Paragraph(f"Not judged: the plan predicts {planned} on {analysis.selection.gpus} × "
-                           f"{analysis.gpu.name}; this is a {server.engine} server.", "dim"),)
-    verdicts = []
-    if plan is not None:
+        gpu_name = analysis.gpu.name if analysis.gpu is not None else analysis.selection.gpu_id
+        notes = (Paragraph(f"Not judged: the plan predicts {analysis.selection.engine} on {analysis.selection.gpus} × "
+                           f"{gpu_name}; this is a {here.engine} server.", "dim"),)
+    verdicts: list[Verdict] = []
+    if analysis is not None and plan is not None:
         pred = verdict.prediction_from_plan(plan.to_json(), "plan")
-        check = None
-        if served_here and getattr(analysis, "explanation", None) is not None:
-            check = check_kernels(server, analysis.explanation, predicted_kv_tokens(plan.to_json()))
+        check: KernelCheck | None = None
+        if here is not None and analysis.explanation is not None:
+            check = check_kernels(here, analysis.explanation, predicted_kv_tokens(plan.to_json()))
         elif run.launched is not None:
             check, _ = launch_check(run.launched, None, run.port)
         verdicts = judge(rep, pred, kernel_check=check, watch_findings=run.findings)

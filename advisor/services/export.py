@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from advisor.errors import AdvisorError, UsageError
+
+if TYPE_CHECKING:      # annotations only: the chain and the report load when a report is made
+    from advisor.calibration import Calibration
+    from advisor.cost.overrides import Overrides
+    from advisor.gpu_spec import GpuSpec
+    from advisor.probe.model import ProbeResult
+    from advisor.report.build import Extra, LaunchCommand
+    from advisor.services.analysis import Analysis, Selection
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +32,8 @@ class Measurements:
     quality: tuple[str, ...] = ()      # `quality --json` / `bench --reference-url --json` outputs
 
 
-def report_analysis(sel: Any, gpu: Any, calibration: Any, overrides: Any):
+def report_analysis(sel: Selection, gpu: GpuSpec, calibration: Calibration | None,
+                    overrides: Overrides | None) -> Analysis:
     """inspect -> explain -> plan for the planning set (the shared chain `plan` and the TUI use), with
     exactly the calibration given; no checkpoint or GPU is one BadInput line."""
     from advisor.cost.workload import get_workload
@@ -40,11 +49,12 @@ def report_analysis(sel: Any, gpu: Any, calibration: Any, overrides: Any):
     return analysis
 
 
-def launch_commands(analysis: Any, engine: str, model: str, *, port: int = 8000, api_key: str | None = None) -> tuple:
+def launch_commands(analysis: Analysis, engine: str, model: str, *, port: int = 8000,
+                    api_key: str | None = None) -> tuple[LaunchCommand, ...]:
     """The report's tuned launch command for ENGINE (none without a plan; '# why' when it cannot be made)."""
     from advisor.report.build import LaunchCommand
 
-    if analysis.plan is None:
+    if analysis.plan is None or analysis.checkpoint is None:     # a plan was made from a checkpoint
         return ()
     try:
         from launchers.engines import build_command
@@ -61,7 +71,8 @@ def launch_commands(analysis: Any, engine: str, model: str, *, port: int = 8000,
     return (LaunchCommand(engine, cmd.display(), cmd.display_steps(), notes),)
 
 
-def measurement_extras(analysis: Any, calibration: Any, measured: Measurements) -> tuple:
+def measurement_extras(analysis: Analysis, calibration: Calibration | None,
+                       measured: Measurements) -> tuple[Extra, ...]:
     """The report's measurement sections, each read from its file and judged against this analysis:
     the launch log's kernel check, a benchmark, microbenchmarks, quality, the calibration used."""
     from advisor.doc import Doc
@@ -146,7 +157,8 @@ def _bench_extra(doc: dict, plan, benchmark_extra, path: str):
     return benchmark_extra(measured, verdicts)
 
 
-def export_shown(analysis: Any, probe_result: Any, fmt: str, path: Path, *, launch_line: str = "",
+def export_shown(analysis: Analysis | None, probe_result: ProbeResult | None, fmt: str, path: Path, *,
+                 launch_line: str = "",
                  launch_engine: str | None = None, overwrite: bool = False) -> Path:
     """The report of what the TUI shows; secrets, GPU UUIDs and host paths scrubbed like `report`.
     An existing file is replaced only with ``overwrite`` (the user pressed Export twice)."""

@@ -7,9 +7,12 @@ once a GPU is known to be usable (that import alone takes seconds).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from advisor.doc import Doc, Paragraph
+
+if TYPE_CHECKING:
+    from advisor.services.analysis import Analysis
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ def resolve_spec(name: str, uuid: str | None):
     return None, slug(name)
 
 
-def measured_doc(analysis: Any, *, on_progress: Callable[[int, int, str], None] | None = None) -> Doc:
+def measured_doc(analysis: Analysis | None, *, on_progress: Callable[[int, int, str], None] | None = None) -> Doc:
     """The suite on the analysed checkpoint's projection shapes (the default shapes without one),
     calibration saved, when a GPU is usable (``on_progress(done, total, case)``); otherwise why not
     and how to install what is missing."""

@@ -5,13 +5,14 @@ Pure: no Textual, no Rich. The TUI calls these and renders the blocks; tests rea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from advisor.doc import Block, Bullets, Doc, Heading, KeyValues, Paragraph
 from advisor.gpu_table import WHAT_IF_GPU as DEFAULT_GPU  # one what-if card for the TUI, the piped answer, plan
 
 if TYPE_CHECKING:
-    from advisor.services.analysis import Analysis
+    from advisor.probe.model import ProbeResult
+    from advisor.services.analysis import Analysis, Selection
 
 
 def gpu_choices() -> tuple[tuple[str, str], ...]:
@@ -32,13 +33,13 @@ def default_gpu_id(choices: tuple[tuple[str, str], ...]) -> str:
     return DEFAULT_GPU if DEFAULT_GPU in ids else ids[0]
 
 
-def default_probe() -> Any:
+def default_probe() -> ProbeResult:
     from advisor.probe import probe
 
     return probe()
 
 
-def probed_gpu_id(probe_result: Any) -> str | None:
+def probed_gpu_id(probe_result: ProbeResult | None) -> str | None:
     """The table id of the most common probed card, or None (no GPU / unknown card)."""
     from advisor.errors import AdvisorError
     from advisor.probe import resolve_gpus
@@ -77,7 +78,7 @@ def _error(stage: str, message: str) -> Doc:
     return Doc((Heading(f"{stage} failed"), Paragraph(message, "bad")))
 
 
-def hardware_doc(probe_result: Any, gpu_id: str | None, gpus: int, *, plain: bool = False) -> Doc:
+def hardware_doc(probe_result: ProbeResult | None, gpu_id: str | None, gpus: int, *, plain: bool = False) -> Doc:
     """The probe (or the no-GPU statement) plus the planning set in plain capability words.
     ``plain``: worded for printed output (no card picker above it)."""
     from advisor.errors import AdvisorError
@@ -199,7 +200,8 @@ def summary_doc(a: Analysis | None) -> Doc:
 START_HINT = "F4 why · F5 cost and tuning · F6 launch command · Ctrl+P every action"
 
 
-def start_doc(probe_result: Any, a: Analysis | None, current: Any, gpu_id: str | None, gpus: int) -> Doc:
+def start_doc(probe_result: ProbeResult | None, a: Analysis | None, current: Selection | None, gpu_id: str | None,
+              gpus: int) -> Doc:
     """The first screen: the answer for the current choice (``current``: the Selection on screen),
     where to go next, then the hardware. An analysis of an earlier choice is never shown as the answer."""
     from advisor.services.answer import answer_doc
@@ -213,7 +215,7 @@ def start_doc(probe_result: Any, a: Analysis | None, current: Any, gpu_id: str |
     return lead + hardware_doc(probe_result, gpu_id, gpus)
 
 
-def plain_doc(probe_result: Any, a: Analysis | None) -> Doc:
+def plain_doc(probe_result: ProbeResult | None, a: Analysis | None) -> Doc:
     """The answer printed when the TUI cannot start (output is not a terminal): the hardware, the
     summary with its warnings, and the commands to go further."""
     gpu_id = a.selection.gpu_id if a is not None else None

@@ -6,17 +6,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from advisor import code_cache
 
 if TYPE_CHECKING:
+    from advisor.probe.model import ProbeResult
     from advisor.tui.app import AdvisorApp
 
 code_cache.install()    # before Textual's and our dataclasses: compiled code kept between runs
 
 
-def create_app(*, state_file: Path | None = None, probe: Callable[[], Any] | None = None,
+def create_app(*, state_file: Path | None = None, probe: Callable[[], ProbeResult] | None = None,
                checkpoint: str | None = None, gpu: str | None = None, gpus: int | None = None,
                engine: str | None = None) -> AdvisorApp:
     """Reads remembered state and applies the explicit choices (each import waits for the call: the CLI

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import work
 from textual.actions import SkipAction
@@ -36,6 +36,13 @@ from advisor.tui.panes.pane import Pane
 from advisor.tui.tabs import tab_bindings, tab_panes
 from advisor.user_state import UserState, save_state
 
+if TYPE_CHECKING:      # annotations only: the probe and the supervisor load in their workers
+    from rich.console import RenderableType
+    from textual.theme import Theme
+
+    from advisor.probe.model import ProbeResult
+    from launchers.supervisor import Server
+
 
 class AdvisorApp(App):
     CSS_PATH = "app.tcss"
@@ -50,7 +57,7 @@ class AdvisorApp(App):
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
-    def __init__(self, *, state: UserState, state_file: Path | None, probe: Callable[[], Any],
+    def __init__(self, *, state: UserState, state_file: Path | None, probe: Callable[[], ProbeResult],
                  gpu_choices: tuple[tuple[str, str], ...], demos: tuple[str, ...],
                  workloads: tuple[str, ...], gpu_explicit: bool = False):
         super().__init__()
@@ -61,9 +68,9 @@ class AdvisorApp(App):
         self.engine_choices = views.engine_choices()
         self.demos = demos
         self.workloads = workloads or ("interactive",)
-        self.probe_result: Any = None
+        self.probe_result: ProbeResult | None = None
         self.analysis: Analysis | None = None
-        self.supervisor: Any = None
+        self.supervisor: Server | None = None
         self.current_launch: actions.Launch | None = None   # from Ctrl+L until the server is gone
         self.last_report: Path | None = None
         self._gpu_explicit = gpu_explicit
@@ -169,7 +176,7 @@ class AdvisorApp(App):
         return Selection(checkpoint=self.state.checkpoint, gpu_id=self.state.gpu_id, gpus=self.state.gpus,
                          engine=engine, engine_version=version, workload=self.state.workload)
 
-    def update_state(self, **changes: Any) -> None:
+    def update_state(self, **changes: Any) -> None:     # UserState's fields (typing.Unpack needs 3.11)
         self.state = dataclasses.replace(self.state, **changes)
         try:
             save_state(self.state, self.state_file)
@@ -198,9 +205,9 @@ class AdvisorApp(App):
         super().notify(printable(message, multiline=True), title=printable(title), severity=severity,
                        timeout=timeout, markup=False)
 
-    def exit(self, *args: Any, **kwargs: Any) -> None:
+    def exit(self, result: object = None, return_code: int = 0, message: RenderableType | None = None) -> None:
         self.leaving = True
-        super().exit(*args, **kwargs)
+        super().exit(result, return_code, message)
 
     def _report(self, message: Message) -> None:
         """A worker's result for the UI thread; workers may finish after Ctrl+Q, and once the app is
@@ -227,11 +234,10 @@ class AdvisorApp(App):
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"   # -> _theme_changed
 
-    def _theme_changed(self, theme: Any) -> None:
+    def _theme_changed(self, theme: Theme) -> None:
         """Any theme change (Ctrl+T, the palette's Theme command) is remembered."""
-        name = getattr(theme, "name", theme)
-        if isinstance(name, str) and name != self.state.theme:
-            self.update_state(theme=name)
+        if theme.name != self.state.theme:
+            self.update_state(theme=theme.name)
 
     def action_load_checkpoint(self, source: str) -> None:
         if self._later_panes:      # its pane is not there yet (a moment after the first paint)
@@ -312,7 +318,7 @@ class AdvisorApp(App):
             self.notify(event.error, severity="error")
         self._probe_done(event.result)
 
-    def _probe_done(self, result: Any) -> None:
+    def _probe_done(self, result: ProbeResult | None) -> None:
         self.probe_result = result
         probed = views.probed_gpu_id(result)
         if probed and not self._gpu_explicit and probed != self.state.gpu_id:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
@@ -17,10 +17,14 @@ from advisor.doc import Doc
 from advisor.services.analysis import Analysis
 from advisor.tui import actions
 
+if TYPE_CHECKING:      # annotations only: the probe and the supervisor load in their workers
+    from advisor.probe.model import ProbeResult
+    from launchers.supervisor import Server
+
 
 @dataclass
 class ProbeFinished(Message):
-    result: Any                 # the probe's answer; None when it failed
+    result: ProbeResult | None  # the probe's answer; None when it failed
     error: str | None = None
 
 
@@ -60,7 +64,7 @@ class LaunchCancelled(Message):
 @dataclass
 class ServerStarted(Message):
     launch: actions.Launch
-    server: Any                 # the supervisor it started
+    server: Server              # the supervisor it started
 
 
 @dataclass

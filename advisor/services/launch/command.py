@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from advisor import engines
 from advisor.errors import AdvisorError, UsageError
+
+if TYPE_CHECKING:      # annotations only: the launchers load when a command is built
+    from advisor.kernel_path.model import Explanation
+    from advisor.probe.selection import GpuSelection
+    from advisor.services.analysis import Analysis
+    from launchers.command import LaunchCommand
 
 TUNED_ENGINES = engines.tuned()       # the engines with rules: plan tunes their settings
 
@@ -22,7 +28,7 @@ class Tuning:
     """What the command was tuned for: the plan (``plan --json`` form) and the GPU selection, or why not."""
 
     plan: dict | None = None
-    selection: Any = None              # the GPU selection (advisor.probe.GpuSelection)
+    selection: GpuSelection | None = None
     why_not: str = ""
     verdict: str = ""                  # the analysis' verdict reason ("" when nothing stands in the way)
 
@@ -31,7 +37,7 @@ class Tuning:
         return f"{self.selection.count} x {self.selection.spec.name}" if self.selection is not None else ""
 
 
-def tune(model: str, engine: str, workload: str, selection: Any) -> Tuning:
+def tune(model: str, engine: str, workload: str, selection: GpuSelection) -> Tuning:
     """The plan for MODEL on the GPU selection, as the TUI and `report` make it (the shared analysis)."""
     from advisor.services.analysis import Selection, analyze
 
@@ -41,21 +47,23 @@ def tune(model: str, engine: str, workload: str, selection: Any) -> Tuning:
     return Tuning(plan=a.plan.to_json(), selection=selection, verdict=a.verdict_reason)
 
 
-def untuned_tp(analysis: Any) -> int:
+def untuned_tp(analysis: Analysis) -> int:
     """TP for an engine the plan did not tune: the plan's TP where it fits the GPUs, else the largest
     split of the model (attention and KV heads) over at most the selected GPUs."""
     from advisor.cost.feasibility import tp_problem
 
     gpus = max(1, analysis.selection.gpus)
+    if analysis.checkpoint is None:           # nothing to split: no command is made without a checkpoint
+        return 1
     arch = analysis.checkpoint.arch
-    rec = getattr(analysis.plan, "recommendation", None)
-    planned = getattr(rec, "tp", None)
+    planned = analysis.plan.recommendation.tp if analysis.plan is not None else None
     if planned and planned <= gpus and tp_problem(planned, arch) is None:
         return planned
     return next((n for n in range(gpus, 0, -1) if tp_problem(n, arch) is None), 1)
 
 
-def generated_command(analysis: Any, engine: str | None = None, port: int = 8000, *, gpu_here: bool = False):
+def generated_command(analysis: Analysis | None, engine: str | None = None, port: int = 8000, *,
+                      gpu_here: bool = False) -> LaunchCommand | None:
     """The tuned serve command for an analysis (plan recommendation -> ServeSettings -> argv).
     Another engine than the explained one gets untuned settings with a TP the model allows;
     ``gpu_here``: the probe found a GPU (transformers serve then picks it, else runs on the CPU)."""
@@ -79,7 +87,7 @@ def generated_command(analysis: Any, engine: str | None = None, port: int = 8000
     return build_command(settings)
 
 
-def launch_note(analysis: Any, engine: str | None, explainable: tuple[str, ...] = ()) -> str:
+def launch_note(analysis: Analysis | None, engine: str | None, explainable: tuple[str, ...] = ()) -> str:
     """The warning above the command: the verdict `launch --dry-run` prints for the explained engine,
     or that another engine's command is not tuned ('' when neither applies)."""
     if analysis is None or analysis.checkpoint is None:
@@ -92,7 +100,7 @@ def launch_note(analysis: Any, engine: str | None, explainable: tuple[str, ...] 
     return analysis.verdict_reason
 
 
-def demo_note(analysis: Any) -> str:
+def demo_note(analysis: Analysis | None) -> str:
     """What to replace in a demo's command ('' for a real checkpoint): the demo has no weights."""
     source = analysis.selection.checkpoint if analysis is not None else ""
     if not source.startswith("demo:"):
@@ -102,7 +110,7 @@ def demo_note(analysis: Any) -> str:
             "then Ctrl+L.")
 
 
-def launch_command_line(analysis: Any, engine: str | None = None, *, gpu_here: bool = False) -> str:
+def launch_command_line(analysis: Analysis | None, engine: str | None = None, *, gpu_here: bool = False) -> str:
     """The generated command as a shell line ('# why' when it cannot be made, '' without a checkpoint)."""
     try:
         cmd = generated_command(analysis, engine, gpu_here=gpu_here)
@@ -111,7 +119,8 @@ def launch_command_line(analysis: Any, engine: str | None = None, *, gpu_here: b
     return cmd.display() if cmd is not None else ""
 
 
-def command_from_line(line: str, analysis: Any, engine: str | None = None, *, gpu_here: bool = False):
+def command_from_line(line: str, analysis: Analysis | None, engine: str | None = None, *,
+                      gpu_here: bool = False) -> LaunchCommand:
     """The (possibly edited) shell line -> a LaunchCommand: leading KEY=VALUE words are the
     environment, `--port N` / `--host H` update where readiness is polled."""
     base = generated_command(analysis, engine, gpu_here=gpu_here)
@@ -128,11 +137,12 @@ def command_from_line(line: str, analysis: Any, engine: str | None = None, *, gp
     if not words:
         raise UsageError("the command is empty")
     settings = base.settings
-    for flag, field, conv in (("--port", "port", int), ("--host", "host", str)):
+    for flag in ("--port", "--host"):
         if flag in words:
             i = words.index(flag) + 1
             try:
-                settings = dataclasses.replace(settings, **{field: conv(words[i])})
+                settings = (dataclasses.replace(settings, port=int(words[i])) if flag == "--port"
+                            else dataclasses.replace(settings, host=words[i]))
             except (IndexError, ValueError):
                 raise UsageError(f"{flag} needs a value") from None
     return dataclasses.replace(base, settings=settings, argv=tuple(words), env=tuple(env))
@@ -228,7 +238,7 @@ def launch_options(cmd, rules, environ):
                           tp=cmd.settings.tp, env=tuple(sorted(env.items())))
 
 
-def predicted_path(settings, cmd, version: str | None, selection: Any, environ):
+def predicted_path(settings, cmd, version: str | None, selection: GpuSelection, environ) -> Explanation:
     """explain's prediction for the command as launched (its flags, KV dtype, TP and environment) on
     the GPU selection; raises AdvisorError when it cannot be made."""
     from advisor.checkpoint.inspect import inspect_checkpoint
@@ -241,7 +251,8 @@ def predicted_path(settings, cmd, version: str | None, selection: Any, environ):
                    options=options)
 
 
-def dry_run_warnings(settings, explanation: Any, verdict: str = "", overridden: tuple[str, ...] = ()) -> list[str]:
+def dry_run_warnings(settings, explanation: Explanation | None, verdict: str = "",
+                     overridden: tuple[str, ...] = ()) -> list[str]:
     """What to know before running the command: a demo has no weights, explain predicts a failure
     (else the plan's verdict, e.g. the weights do not fit), --extra-arg flags that override the command's."""
     warnings = []

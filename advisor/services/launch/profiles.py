@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from advisor.services.analysis import Analysis
 
 
 def saved_profiles() -> list[str]:
@@ -21,7 +24,7 @@ def profile_model(name: str) -> str:
     return settings.model
 
 
-def same_model(model: str, analysis: Any) -> bool:
+def same_model(model: str, analysis: Analysis | None) -> bool:
     """A profile's model is the analysed checkpoint (as typed, as inspected, or the same folder)."""
     if analysis is None:
         return False
@@ -57,7 +60,8 @@ def _flag_groups(argv) -> list[tuple[str, ...]]:
     return [tuple(g) for g in groups]
 
 
-def save_profile(name: str, line: str, analysis: Any, engine: str | None = None, *, gpu_here: bool = False) -> Path:
+def save_profile(name: str, line: str, analysis: Analysis | None, engine: str | None = None, *,
+                 gpu_here: bool = False) -> Path:
     """Save the (edited) command as a launch profile: --port/--host become settings, every other
     flag or environment variable the edit added (or changed) is kept as an extra."""
     from advisor.services.launch.command import command_from_line

@@ -7,10 +7,17 @@ import dataclasses
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from advisor.doc import Doc
 from advisor.errors import UsageError
+
+if TYPE_CHECKING:      # annotations only: the supervisor loads when a server starts
+    from advisor.kernel_path.model import Explanation
+    from advisor.services.analysis import Analysis
+    from launchers.command import LaunchCommand
+    from launchers.kernel_check import KernelCheck
+    from launchers.supervisor import Server, StopResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,15 +36,16 @@ def log_path(engine: str, port: int, log_dir: Path | None = None) -> Path:
     return log_dir / f"{engine}-{port}-{time.strftime('%Y%m%d-%H%M%S')}.log"
 
 
-def server_for(cmd, log: Path, on_line: Callable[[str], None] | None = None):
+def server_for(cmd: LaunchCommand, log: Path, on_line: Callable[[str], None] | None = None) -> Server:
     """The supervised server for CMD, not started yet (``start()``; it raises ServerFailed)."""
     from launchers.supervisor import Server
 
     return Server(cmd, log_path=log, on_line=on_line)
 
 
-def start_server(line: str, analysis: Any, *, engine: str | None = None, on_line: Callable[[str], None] | None = None,
-                 log_dir: Path | None = None, gpu_here: bool = False):
+def start_server(line: str, analysis: Analysis | None, *, engine: str | None = None,
+                 on_line: Callable[[str], None] | None = None, log_dir: Path | None = None,
+                 gpu_here: bool = False) -> Server:
     """Start the (edited) command line for an analysis; the orphans an earlier run left and this start
     ended are said through ``on_line``."""
     from advisor.services.launch.command import command_from_line
@@ -61,12 +69,12 @@ class Launch:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.server: Any = None
+        self.server: Server | None = None
         self.cancelled = False
         self._under_way = False              # start() got past the cancel check: a process may appear
         self.settled = threading.Event()     # start() has returned (and stopped what it cancelled)
 
-    def cancel(self) -> Any:
+    def cancel(self) -> Server | None:
         """Ask the launch to stop. Returns the server for the caller to stop, or None when there is
         none yet (start() then never starts it, or stops it as soon as it exists) or it was handed
         out by an earlier cancel()."""
@@ -75,9 +83,9 @@ class Launch:
             self.cancelled = True
             return self.server if first else None
 
-    def start(self, line: str, analysis: Any, *, engine: str | None = None,
+    def start(self, line: str, analysis: Analysis | None, *, engine: str | None = None,
               on_line: Callable[[str], None] | None = None, log_dir: Path | None = None,
-              gpu_here: bool = False) -> Any:
+              gpu_here: bool = False) -> Server | None:
         """start_server() unless cancelled; None when the launch was cancelled (nothing left running)."""
         try:
             with self._lock:
@@ -104,7 +112,7 @@ class Launch:
             self.settled.wait(timeout_s)
 
 
-def wait_ready(server: Any, *, timeout_s: float = 900.0,
+def wait_ready(server: Server, *, timeout_s: float = 900.0,
                on_progress: Callable[[str], None] | None = None) -> ReadyState:
     """Wait until the server serves; ``on_progress`` gets one line per poll (phase, time, probe)."""
     from launchers import report
@@ -122,22 +130,22 @@ def wait_ready(server: Any, *, timeout_s: float = 900.0,
                       report.findings_doc(ready.findings, "Warnings at start-up"))
 
 
-def check_kernels(server: Any, explanation: Any, kv_tokens: int | None = None):
+def check_kernels(server: Server, explanation: Explanation | None, kv_tokens: int | None = None) -> KernelCheck:
     """The kernel check: the server's recent log against explain's prediction and the plan's KV pool."""
     from launchers import kernel_check
 
     return kernel_check.check(server.tail(4000), explanation, kv_tokens)
 
 
-def kernel_check_doc(server: Any, analysis: Any) -> Doc:
+def kernel_check_doc(server: Server, analysis: Analysis | None) -> Doc:
     """The kernel check of a server against an analysis (its explanation only for the same engine)."""
     from launchers import report
     from launchers.settings import predicted_kv_tokens
 
-    explanation = getattr(analysis, "explanation", None)
+    explanation = analysis.explanation if analysis is not None else None
     if explanation is not None and explanation.engine != server.engine:
         explanation = None        # a transformers/llama.cpp server has no explain prediction
-    plan = getattr(analysis, "plan", None)
+    plan = analysis.plan if analysis is not None else None
     kv = predicted_kv_tokens(plan.to_json()) if plan is not None and explanation is not None else None
     return report.kernel_check_doc(check_kernels(server, explanation, kv))
 
@@ -154,11 +162,11 @@ def line_style(engine: str, line: str) -> str:
     return "green" if found else ""
 
 
-def stop_server(server: Any):
+def stop_server(server: Server) -> StopResult:
     return server.stop()
 
 
-def server_url(server: Any) -> str:
+def server_url(server: Server | None) -> str:
     return server.cmd.settings.base_url if server is not None else ""
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -15,6 +15,10 @@ from advisor.tui.docview import DocView
 from advisor.tui.messages import BenchFinished, StatusChanged
 from advisor.tui.panes.pane import Pane
 from advisor.tui.stepbar import StepBar
+
+if TYPE_CHECKING:      # annotations only: the launchers load when a run starts
+    from advisor.progress import Throttled
+    from launchers.bench import BenchConfig
 
 
 class BenchPane(Pane):
@@ -61,7 +65,7 @@ class BenchPane(Pane):
         self._bench_worker(url, reference, cfg, self.progress.bar("bench"))
 
     @work(thread=True, exclusive=True, group="bench")
-    def _bench_worker(self, url: str, reference: str, cfg: Any, bar: Any) -> None:
+    def _bench_worker(self, url: str, reference: str, cfg: BenchConfig, bar: Throttled) -> None:
         app = self.advisor
         try:
             doc = actions.bench_doc(url, app.analysis, server=app.supervisor, on_step=bar, cfg=cfg)

@@ -7,7 +7,7 @@ Bench and Export use); this pane runs the workers that start and stop it and sho
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -29,6 +29,9 @@ from advisor.tui.messages import (
     ServerStopped,
 )
 from advisor.tui.panes.pane import Pane
+
+if TYPE_CHECKING:      # annotations only: the supervisor loads when a server starts
+    from launchers.supervisor import Server
 
 
 class LaunchPane(Pane):
@@ -260,7 +263,7 @@ class LaunchPane(Pane):
         self.stop_worker(sup)
 
     @work(thread=True, group="stop")
-    def stop_worker(self, sup: Any) -> None:
+    def stop_worker(self, sup: Server) -> None:
         try:
             actions.stop_server(sup)
         finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -16,6 +16,9 @@ from advisor.tui.docview import DocView
 from advisor.tui.messages import MicrobenchFinished
 from advisor.tui.panes.pane import Pane
 from advisor.tui.stepbar import StepBar
+
+if TYPE_CHECKING:
+    from advisor.progress import Throttled
 
 
 class MicrobenchPane(Pane):
@@ -39,7 +42,7 @@ class MicrobenchPane(Pane):
         self._microbench_worker(self.progress.bar("µbench"))
 
     @work(thread=True, exclusive=True, group="microbench")
-    def _microbench_worker(self, bar: Any) -> None:
+    def _microbench_worker(self, bar: Throttled) -> None:
         from advisor.progress import Step
 
         error = None

@@ -7,7 +7,7 @@ the state every tab shares and the few app-wide moves (re-analyse, show the firs
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from textual.message import Message
 from textual.widgets import TabPane
@@ -16,14 +16,20 @@ from advisor.services.analysis import Analysis
 from advisor.tui import actions
 from advisor.user_state import UserState
 
+if TYPE_CHECKING:      # annotations only
+    from textual.notifications import SeverityLevel
+
+    from advisor.probe.model import ProbeResult
+    from launchers.supervisor import Server
+
 
 class AdvisorHost(Protocol):
     """The app as the panes use it (AdvisorApp implements it)."""
 
     state: UserState
     analysis: Analysis | None
-    probe_result: Any
-    supervisor: Any
+    probe_result: ProbeResult | None
+    supervisor: Server | None
     current_launch: actions.Launch | None
     last_report: Path | None
     quitting: bool
@@ -42,6 +48,7 @@ class AdvisorHost(Protocol):
     @property
     def launch_line(self) -> str: ...
 
+    # UserState's fields by name: typing.Unpack of a TypedDict needs Python 3.11, and 3.10 is supported
     def update_state(self, **changes: Any) -> None: ...
 
     def start_analysis(self) -> None: ...
@@ -58,7 +65,7 @@ class AdvisorHost(Protocol):
 
     def action_load_checkpoint(self, source: str) -> None: ...
 
-    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None: ...
 
 
