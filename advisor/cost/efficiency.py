@@ -163,6 +163,24 @@ MMA_PEAK = {
 # Rows an MMA instruction computes at once: a decode batch below it is padded.
 MMA_M_ROWS = {"wgmma": 64, "tcgen05": 128}
 MMA_M_ROWS_DEFAULT = 16   # mma.sync m16n8k16
+
+# A weight-only tiled kernel (Marlin) issues the warp-level mma.sync; where the card's own 16-bit GEMM
+# issues an asynchronous MMA (wgmma on sm_90a, tcgen05.mma on sm_100/103: profiles/arch.yaml, PTX ISA)
+# the measured BF16 efficiency it is charged comes from that faster instruction. No measurement of
+# mma.sync throughput on those archs is at hand, so the compute term is a lower bound on time.
+LEGACY_MMA_SYNC_NOTE = ("upper bound on speed: this weight-only kernel issues mma.sync, but the measured BF16 GEMM "
+                        "standing in for it issues this card's wgmma/tcgen05.mma; mma.sync throughput on this "
+                        "arch is unmeasured and may be lower")
+
+
+def legacy_mma_sync(mma: str, sm: int) -> bool:
+    """True where ``mma`` is a warp-level 16-bit mma.sync but the card's 16-bit GEMMs issue an async MMA."""
+    if not mma.startswith("hmma"):
+        return False
+    from advisor.arch_caps import caps_for
+
+    native = caps_for((sm // 10, sm % 10)).mma_for("bf16") or ""
+    return native.startswith(("wgmma", "tcgen05"))
 # Small-M GEMMs swap A and B: the weight fills the MMA's M side and the few tokens sit on its N side,
 # padded only to the N step (wgmma N = 8..256 step 8; tcgen05 at M=128: N = 16..256 step 16).
 SWAP_AB = (64, {"wgmma": 8, "tcgen05": 16},

@@ -13,7 +13,7 @@ from advisor.checkpoint.model import CheckpointInfo
 from advisor import engines
 from advisor.engines import flags as engine_flags
 from advisor.cost import context as ctxmod
-from advisor.cost import feasibility
+from advisor.cost import efficiency, feasibility
 from advisor.cost.derived import Derived
 from advisor.cost.engine_profile import EngineMemory, load_engine_memory
 from advisor.cost.overrides import Overrides
@@ -331,6 +331,10 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
                             f"the recommendation sets {eng.kv_flag} {s.kv.name}")
     if budget.note:
         warnings.append(budget.note)
+    legacy = sorted({d.kernel or "" for d in explanation.decisions if d.runs and d.layer_class != "attention_kv"
+                     and any(efficiency.legacy_mma_sync(r.mma, gpu.sm) for r in (d.at_m(1), *d.m_ranges))})
+    if legacy:
+        warnings.append(f"prefill on {', '.join(legacy)} is an {efficiency.LEGACY_MMA_SYNC_NOTE}")
     if single.bound == "overhead":
         warnings.append("fixed per-step costs (kernel launches, host, all-reduce) exceed the GPU time of a "
                         "batch-1 step: weight-format differences shrink at batch 1 on this setup")

@@ -56,7 +56,14 @@ from dataclasses import dataclass, field
 from advisor.checkpoint.model import ArchInfo
 from advisor.cost import attention_cost, efficiency, measured, measured_kernels, recurrent_state
 from advisor.cost.derived import Derived
-from advisor.cost.efficiency import THREADS_PER_WARP, WEIGHT_ONLY, Efficiencies, padded_rows
+from advisor.cost.efficiency import (
+    LEGACY_MMA_SYNC_NOTE,
+    THREADS_PER_WARP,
+    WEIGHT_ONLY,
+    Efficiencies,
+    legacy_mma_sync,
+    padded_rows,
+)
 from advisor.cost.interconnect import Link
 from advisor.cost.kv import KvDtype, KvLayout, layout
 from advisor.cost.rates import Rates
@@ -203,6 +210,8 @@ class CostModel:
             t_mma = self.rates.peak_time(fl, r.mma, bf16.efficiency or 1.0, unknown)
             csrc = (f"table peak of {r.mma} x measured BF16 GEMM efficiency {bf16.efficiency:.3g} at this M and "
                     f"N*K ({bf16.source}; {bf16.scaling})")
+            if legacy_mma_sync(r.mma, self.eff.sm):
+                csrc += f"; {LEGACY_MMA_SYNC_NOTE}"
         else:
             t_mma, csrc = self.rates.mma_time(fl, r.mma, unknown), f"tensor peak mma_tflops.{r.mma}"
         if deq_cal and p.kernel_class in deq_cal and p.kernel_class in WEIGHT_ONLY and fam == "tiled":
