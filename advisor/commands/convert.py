@@ -119,7 +119,7 @@ def _run_dequantized(args):
     from pathlib import Path
 
     from advisor.commands import Outcome
-    from advisor.convert.dequantized import dequantize_checkpoint
+    from advisor.quality.dequantized_copy import dequantize_checkpoint
     from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph
     from advisor.errors import UsageError
     from advisor.jsonout import document

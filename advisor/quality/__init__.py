@@ -6,5 +6,6 @@ reference: same name, split or fused projections, transposed expert stacks), bas
 (round-to-nearest in the candidate's format), smoothing (AWQ factors folded into norms), metrics
 (streamed error statistics), verdict (thresholds and why), compare (the `quality` passes), results,
 report (documents and JSON); prompts, agreement_stats and canary for `bench --reference-url`
-(the runner is launchers/agreement.py); evidence for `plan`/`report --quality`.
+(the runner is launchers/agreement.py); evidence for `plan`/`report --quality`; dequantized_copy for
+`convert --dequantized` (the BF16 copy served as a reference, written with convert's shard writer).
 """

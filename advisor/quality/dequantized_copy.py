@@ -9,7 +9,8 @@ Activations are not quantized in the copy, so for W4A4/W8A8 checkpoints it repro
 error only.
 
 Streaming like the converter: one chunk of rows at a time (a whole expert for gpt-oss stacks,
-which are stored transposed), into a hidden folder renamed at the end.
+which are stored transposed), into a hidden folder renamed at the end. It lives beside the dequantization
+it writes (quality/) and uses convert's shard writer and staged output, so convert never imports quality.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def test_dequantized_copy_holds_our_values(quality_oracles, tmp_path, name):
     import torch
     from safetensors.torch import load_file
 
-    from advisor.convert.dequantized import dequantize_checkpoint
+    from advisor.quality.dequantized_copy import dequantize_checkpoint
     from advisor.convert.nvfp4_math import f32_to_bf16
 
     out = tmp_path / "bf16-copy"
