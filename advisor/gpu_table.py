@@ -12,7 +12,6 @@ ignoring memory-size tokens ("RTX 3060" -> "RTX 3060 12GB") when that leaves one
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from pathlib import Path
@@ -235,6 +234,8 @@ def get_gpu(id_or_name: str, path: str | Path | None = None) -> GpuSpec:
     ids = [spec.id for spec in hits] or [spec.id for spec in table
                                          if short and any(short in f for f in _short_forms(spec))]
     if not ids:
+        import difflib          # only for an id nothing else matched
+
         choices = {spec.id: spec.id for spec in table}
         choices.update({n.lower(): spec.id for spec in table for n in _names(spec)})
         ids = [choices[c] for c in difflib.get_close_matches(want, list(choices), n=5, cutoff=0.5)]

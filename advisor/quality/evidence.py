@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from statistics import median
 
 from advisor.checkpoint.model import Scheme
 from advisor.doc import Doc, Paragraph, Table
@@ -88,7 +87,11 @@ def parse(doc: dict, source: str) -> tuple[list[WeightEvidence], list[OutputEvid
 def _median(values: list, empty: float) -> float:
     """Median of the finite values (JSON has no inf: an identical tensor's SNR arrives as null)."""
     vals = [float(v) for v in values if v is not None]
-    return median(vals) if vals else empty
+    if not vals:
+        return empty
+    from statistics import median       # imported here: statistics pulls in decimal and fractions on plan's cold path
+
+    return median(vals)
 
 
 def family_of(scheme: str) -> str:

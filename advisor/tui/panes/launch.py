@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Button, Input, Label, RichLog, Select, Static, TextArea
+from textual.widgets import Button, Input, Label, Select, Static
 
 from advisor import engines
 from advisor.errors import AdvisorError
@@ -31,6 +31,8 @@ from advisor.tui.messages import (
 from advisor.tui.panes.pane import Pane
 
 if TYPE_CHECKING:      # annotations only: the supervisor loads when a server starts
+    from textual.widgets import RichLog, TextArea
+
     from launchers.supervisor import Server
 
 
@@ -41,6 +43,9 @@ class LaunchPane(Pane):
         self._restore_profile: str | None = None   # shown once the first analysis has a command
 
     def compose(self) -> ComposeResult:
+        # RichLog and TextArea (rich.pretty, attrs: 20 ms on a 2-core box) load with this pane, after the first paint
+        from textual.widgets import RichLog, TextArea
+
         self._restore_profile = self.advisor.state.launch_profile
         with Horizontal(classes="toolbar"):
             yield Select([(e, e) for e in actions.LAUNCH_ENGINES], value=self.remembered_engine(),
@@ -73,6 +78,8 @@ class LaunchPane(Pane):
 
     @property
     def command_area(self) -> TextArea:
+        from textual.widgets import TextArea
+
         return self.query_one("#launch-command", TextArea)
 
     @property
@@ -97,6 +104,8 @@ class LaunchPane(Pane):
 
     @property
     def log_view(self) -> RichLog:
+        from textual.widgets import RichLog
+
         return self.query_one("#launch-log", RichLog)
 
     @property
