@@ -80,7 +80,7 @@ def _flag_options(engine):
 @pytest.mark.parametrize("engine", engines.tuned())
 def test_equal_under_install_flags(engine):
     cks = [inspect_checkpoint(f"demo:{name}") for name in list_demos()]
-    for gid in ("t4", "rtx-3090", "h100-sxm", "b200"):
+    for gid in ("rtx-3090", "h100-sxm", "b200"):        # Turing: the demo and built-checkpoint grids
         g = get_gpu(gid)
         for ck in cks:
             for opts in _flag_options(engine):
