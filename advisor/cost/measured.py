@@ -169,21 +169,24 @@ def evidence_for(gpu: GpuSpec, calibration: Calibration | None = None, folder: P
 _PICKED: dict = {}
 
 
-def _pick(tables, system: str, dtypes: tuple[str, ...], engine: str | None, kernel: str | None = None):
+def _pick(tables, system: str, dtypes: tuple[str, ...], engine: str | None, kernel: str | None = None,
+          gated: bool | None = None):
     """The table for (system, dtype) from ``engine`` (else the first of ENGINE_ORDER that has one), nearest
-    dtype first; among kernels of one engine, the one matching ``kernel`` or else the most measured."""
+    dtype first; among kernels of one engine, the one matching ``kernel``, then (MoE) the one whose gating
+    matches ``gated``, or else the most measured."""
     if not isinstance(tables, tuple):         # only an immutable set can be remembered
-        return _choose(tables, system, dtypes, engine, kernel)
-    key = (id(tables), system, tuple(dtypes), engine, kernel)
+        return _choose(tables, system, dtypes, engine, kernel, gated)
+    key = (id(tables), system, tuple(dtypes), engine, kernel, gated)
     hit = _PICKED.get(key)
     if hit is not None and hit[0] is tables:
         return hit[1]
-    out = _choose(tables, system, dtypes, engine, kernel)
+    out = _choose(tables, system, dtypes, engine, kernel, gated)
     _PICKED[key] = (tables, out)
     return out
 
 
-def _choose(tables, system: str, dtypes: tuple[str, ...], engine: str | None, kernel: str | None):
+def _choose(tables, system: str, dtypes: tuple[str, ...], engine: str | None, kernel: str | None,
+            gated: bool | None = None):
     cands = [t for t in tables if t.system == system and t.dtype in dtypes]
     if kernel:
         cands = [t for t in cands if kernel in t.kernel] or cands
@@ -191,7 +194,7 @@ def _choose(tables, system: str, dtypes: tuple[str, ...], engine: str | None, ke
         return None, ""
     order = ([engine] if engine else []) + [e for e in ENGINE_ORDER if e != engine]
     best = min(cands, key=lambda t: (dtypes.index(t.dtype), order.index(t.engine) if t.engine in order else 99,
-                                     -_size(t)))
+                                     gated is not None and getattr(t, "gated", gated) != gated, -_size(t)))
     note = ""
     if engine and best.engine != engine:
         note = f"no {engine} measurement on {system}: {best.engine}'s kernel stands in"
@@ -281,16 +284,20 @@ def _carried_work(table, ev: Evidence, m: float, n: int, k: int, nbytes: float, 
 def moe_layer_time(gpu: GpuSpec, kernel_class: str, tokens: float, hidden: int, inter: int, topk: int, experts: int,
                    *, tp: int = 1, dtype: str | None = None, engine: str | None = None, kernel: str | None = None,
                    evidence: Evidence | None = None, folder: Path | None = None,
-                   weight_bytes: float | None = None) -> Measured:
+                   weight_bytes: float | None = None, mats: int | None = None) -> Measured:
     """One MoE layer's routed experts for ``tokens`` tokens (top-k routing from router logits, permute,
-    grouped GEMMs, combine; not the router GEMM). ``inter``: the full expert intermediate size, split by
-    ``tp``. ``fixed_s`` is the per-layer cost that does not shrink with the weights. ``weight_bytes``: stored
-    bytes per weight element of the format that runs (default: the measured dtype's)."""
+    grouped GEMMs, combine; not the router GEMM). ``hidden``: the width the experts read and write (a
+    LatentMoE's latent width); ``inter``: the full expert intermediate size, split by ``tp``. ``fixed_s`` is
+    the per-layer cost that does not shrink with the weights. ``weight_bytes``: stored bytes per weight
+    element of the format that runs (default: the measured dtype's). ``mats``: weight matrices per expert
+    of the model (3 gated: gate, up, down; 2 non-gated: up, down; default: the measured kernel's). A table
+    measured with the other gating stands in by its efficiency e(T) at the same token count, applied to
+    the roofline (bytes, FLOPs) of this model's matrices: its fitted fixed cost (routing, permute) is kept."""
     ev = evidence or evidence_for(gpu, None, folder)
     if ev.system is None:
         return _none(ev.why)
     table, pick_note = _pick(mt.moe_tables(folder), ev.system.system, _dtypes(MOE_DTYPES, kernel_class, dtype),
-                             engine, kernel)
+                             engine, kernel, None if mats is None else mats == 3)
     if table is None:
         return _none(f"no {dtype or kernel_class} MoE kernel measured on {ev.system.system}")
     bw, peak, fig_note = _figures(ev, table.dtype)
@@ -299,7 +306,13 @@ def moe_layer_time(gpu: GpuSpec, kernel_class: str, tokens: float, hidden: int, 
     fixed, e = table.at(tokens)
     ratio, _ = ev.clock_ratio()
     fixed *= ratio
-    mats = 3 if table.gated else 2
+    table_mats = 3 if table.gated else 2
+    gating_note = ""
+    if mats is None:
+        mats = table_mats
+    elif mats != table_mats:
+        gating_note = (f"{'gated' if table.gated else 'non-gated'} kernel ({table_mats} matrices) measured: its "
+                       f"e(T) applied to this model's {mats}-matrix roofline at width {hidden}")
     inter_local = inter / max(tp, 1)
     touched = min(experts, tokens * topk)
     per = weight_bytes if weight_bytes else mt.WEIGHT_BYTES[table.dtype]
@@ -316,7 +329,8 @@ def moe_layer_time(gpu: GpuSpec, kernel_class: str, tokens: float, hidden: int, 
     return Measured(fixed + work, fixed, roof / work if work else e, roof, "memory" if t_mem >= t_comp else "compute",
                     f"{table.src}: {table.label}", ev.scaling(),
                     _join(pick_note, STAND_IN.get((kernel_class, table.dtype), ""),
-                          MOE_STAND_IN.get((kernel_class, table.dtype), ""), carry_note, fig_note), t_mem, t_comp)
+                          MOE_STAND_IN.get((kernel_class, table.dtype), ""), gating_note, carry_note, fig_note),
+                    t_mem, t_comp)
 
 
 def _carried_moe_work(table, tokens: float, roof: float, roof_sys: float, e: float,

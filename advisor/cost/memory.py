@@ -34,7 +34,7 @@ from typing import Any, Callable
 from advisor.checkpoint.model import ArchInfo
 from advisor.cost.derived import Derived
 from advisor.cost.engine_profile import GIB, MIB, EngineMemory
-from advisor.cost.weights import WeightModel
+from advisor.cost.weights import REPLICATED_SOURCE, WeightModel
 
 ACT_BYTES = 2   # BF16/FP16 activations
 
@@ -110,7 +110,7 @@ def _resident(eng_term: dict, x: MemoryInputs) -> tuple[float, dict[str, Any], l
     # parts the engine keeps in host memory with some draft methods (FastLLM + DFlash: the embedding)
     on_host = {kind: rule for kind, rule in (eng_term.get("on_host") or {}).items()
                if drafting in (rule.get("with_methods") or ())}
-    total, stored = 0.0, 0.0
+    total, stored, whole = 0.0, 0.0, 0.0     # whole: replicated groups every rank holds (weights.REPLICATED_NAMES)
     changed: dict[str, float] = {}
     sources: list[str] = []
     host = 0.0
@@ -127,8 +127,10 @@ def _resident(eng_term: dict, x: MemoryInputs) -> tuple[float, dict[str, Any], l
             changed[p.scheme] = changed.get(p.scheme, 0.0) + b - p.stored_bytes
             sources.append(str(lay.get("source", "")))
             total += b
+            whole += b if p.replicated else 0.0
         else:
             total += p.stored_bytes
+            whole += p.stored_bytes if p.replicated else 0.0
     inputs: dict[str, Any] = {"stored": stored, "N": x.tp}
     for scheme, delta in changed.items():
         inputs[f"layout_delta.{scheme}"] = delta
@@ -137,7 +139,9 @@ def _resident(eng_term: dict, x: MemoryInputs) -> tuple[float, dict[str, Any], l
     if host:
         inputs["on_host"] = host
         sources += [str(r.get("source", "")) for r in on_host.values()]
-    return total / x.tp, inputs, sorted(set(sources))
+    if whole:
+        inputs["replicated"] = whole
+    return (total - whole) / x.tp + whole, inputs, sorted(set(sources))
 
 
 # ------------------------------------------------------------------ the terms
@@ -154,6 +158,9 @@ def _cuda_context(t: dict, x: MemoryInputs, remaining: float) -> Derived | None:
 def _weights(t: dict, x: MemoryInputs, remaining: float) -> Derived | None:
     value, inputs, layout_sources = _resident(t, x)
     formula = "stored weights in the engine's resident layout / N"
+    if "replicated" in inputs:
+        formula = "(stored weights in the engine's resident layout - replicated) / N + replicated"
+        layout_sources = [*layout_sources, f"replicated: {REPLICATED_SOURCE}"]
     return Derived(value, "B", formula, inputs, "; ".join([t["source"], *layout_sources]))
 
 

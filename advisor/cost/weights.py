@@ -28,6 +28,11 @@ FUSED_SOURCE = ("vllm/model_executor/layers/linear.py:686 (MergedColumnParallelL
                 "@0.33.0; models/llama.py:95,165@0.33.0 (gate_up_proj, qkv_proj)")
 # Roles split along K under tensor parallelism (row-parallel: o_proj, down_proj); the others split N.
 ROW_PARALLEL_ROLES = ("attn_o", "mlp_down", "gdn_out_proj")
+# Module groups every tensor-parallel rank holds whole (ReplicatedLinear): bytes, FLOPs and shape unsplit.
+# LatentMoE's projections into and out of the experts' latent width (Nemotron-3 Super).
+REPLICATED_NAMES = ("fc1_latent_proj", "fc2_latent_proj")
+REPLICATED_SOURCE = ("vllm/model_executor/models/nemotron_h.py:197-213@0.33.0, "
+                     "sglang/srt/models/nemotron_h.py:326-339@0.5.23 (ReplicatedLinear)")
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,15 @@ class Part:
     @property
     def member_bytes(self) -> float:
         return self.stored_bytes / max(self.count, 1)
+
+    @property
+    def replicated(self) -> bool:
+        """Every tensor-parallel rank holds and runs the whole group (REPLICATED_NAMES)."""
+        return self.name.endswith(REPLICATED_NAMES)
+
+    def ranks(self, tp: int) -> int:
+        """The ranks this group's weights are split over under ``tp``-way tensor parallelism."""
+        return 1 if self.replicated else max(tp, 1)
 
 
 @dataclass(frozen=True)
@@ -104,11 +118,11 @@ class WeightModel:
 
     def step_bytes(self, batch: float, tp: int = 1) -> dict[Part, float]:
         """Bytes stored for what a decode step of ``batch`` sequences reads, per part, per GPU (one pass)."""
-        return {p: p.stored_bytes * self._read_fraction(p, batch) / tp for p in self.parts}
+        return {p: p.stored_bytes * self._read_fraction(p, batch) / p.ranks(tp) for p in self.parts}
 
     def step_elements(self, batch: float, tp: int = 1) -> dict[Part, float]:
         """Weight elements read (and dequantized) per decode step, per part, per GPU."""
-        return {p: p.params * self._read_fraction(p, batch) / tp for p in self.parts}
+        return {p: p.params * self._read_fraction(p, batch) / p.ranks(tp) for p in self.parts}
 
     def flops_per_token(self, tp: int = 1) -> dict[Part, float]:
         """2 x multiply-adds per token: experts count top_k of E; embeddings and non-GEMM weights none."""
@@ -120,12 +134,13 @@ class WeightModel:
                 share = 0.0
             else:
                 share = 1.0
-            out[p] = 2.0 * p.params * share / tp
+            out[p] = 2.0 * p.params * share / p.ranks(tp)
         return out
 
     def resident_bytes(self, tp: int = 1) -> float:
         """Bytes that live in VRAM (everything loaded, vision tower and MTP included)."""
-        return sum(p.stored_bytes for p in self.parts) / tp
+        whole = sum(p.stored_bytes for p in self.parts if p.replicated)      # every rank holds these
+        return sum(p.stored_bytes for p in self.parts if not p.replicated) / tp + whole
 
     def fused_call(self, part: Part) -> tuple[int, int, float] | None:
         """(N, K, share) of the one GEMM the engine runs per layer for ``part``: the groups of a merged role
