@@ -105,6 +105,8 @@ class AdvisorApp(App):
         for pane_added in added:
             await pane_added
         self._later_panes = []
+        if self.leaving:                   # quit while they were being added
+            return
         self.run_probe()
         if self.state.checkpoint:
             self.start_analysis()
