@@ -95,17 +95,16 @@ class AdvisorApp(App):
         self.call_after_refresh(self._start_background)
 
     async def _start_background(self) -> None:
-        # Composing the seven other panes took a third of the first paint's CPU (issue 23); they come now,
-        # in order, before the probe and the analysis whose results fill them.
-        if self.leaving:                   # quit before the first paint was done
-            return
-        tabs = self.query_one("#tabs", TabbedContent)
-        with self.batch_update():
-            added = [tabs.add_pane(pane) for pane in self._later_panes]
-        for pane_added in added:
-            await pane_added
-        self._later_panes = []
-        if self.leaving:                   # quit while they were being added
+        """The other tabs' panes (composing them was a third of the first paint's CPU, issue 23), in order,
+        then the probe and the analysis that fill them; nothing once the app is quitting."""
+        if not self.leaving:
+            tabs = self.query_one("#tabs", TabbedContent)
+            with self.batch_update():
+                added = [tabs.add_pane(pane) for pane in self._later_panes]
+            for pane_added in added:
+                await pane_added
+            self._later_panes = []
+        if self.leaving:
             return
         self.run_probe()
         if self.state.checkpoint:
