@@ -7,7 +7,8 @@ data regions left as sparse holes, ~4 k tensors per shard) and measures, as medi
 - fresh process: `python -m advisor inspect DIR --json` vs a floor script that only opens each shard
   and json-parses its header (both pay interpreter start; inspect also pays its imports);
 - in process (imports done): inspect_checkpoint() vs the same floor loop, and their time per tensor;
-- peak RSS growth of inspect_checkpoint() in a fresh process (after imports) vs the header bytes.
+- peak RSS growth of inspect_checkpoint() in a fresh process (after imports) vs the header bytes: VmHWM
+  after minus VmRSS before, from /proc/self/status (ru_maxrss would start at the parent's peak).
 
 Targets (issue 23 point 1): fresh-process inspect <= 3x the floor at the largest size; time per tensor
 in process, largest size over smallest, <= 1.3 (linear); RSS growth <= 3x the header bytes.
@@ -44,10 +45,18 @@ import gc, json, resource, struct, sys, time
 sys.path.insert(0, {root!r})
 from advisor.checkpoint.inspect import inspect_checkpoint
 folder, shards, runs, mode = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4]
+def vm(key):
+    # this process's own resident set (VmRSS) and its peak (VmHWM), in KiB. Not ru_maxrss: Linux carries
+    # the parent's peak over fork and exec into it, so a child of a large parent starts at that peak.
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(key))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 if mode == "rss":
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = vm("VmRSS:")
     inspect_checkpoint(folder)
-    print(json.dumps([base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
+    print(json.dumps([base, vm("VmHWM:")]))
     sys.exit()
 def floor():
     for p in shards:
@@ -155,7 +164,7 @@ def measure(folder: str, ck: dict, runs: int) -> dict:
     warm = _in_process(folder, ck["shards"], runs, "times")
     base, peak = _in_process(folder, ck["shards"], 1, "rss")
     ip, fl = statistics.median(warm["inspect"]), statistics.median(warm["floor"])
-    growth = (peak - base) * 1024                      # ru_maxrss is KiB on Linux
+    growth = (peak - base) * 1024                      # KiB
     return {"tensors": ck["tensors"], "shards": len(ck["shards"]), "header_bytes": ck["header_bytes"],
             "fresh_inspect_s": round(inspect_s, 4), "fresh_floor_s": round(floor_s, 4),
             "fresh_ratio": round(inspect_s / floor_s, 2),

@@ -9,8 +9,13 @@ process_weights_after_loading), so unequal scales silently lose precision on the
 
 from __future__ import annotations
 
+import operator
 import struct
-from collections import defaultdict
+import sys
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from itertools import repeat
+from math import prod as _prod
 
 from advisor.checkpoint.arch import _pos, invalid_numbers, text_config
 from advisor.checkpoint.model import ArchInfo, Finding, ModuleGroup, Scheme
@@ -21,6 +26,8 @@ from advisor.checkpoint.schemes import is_quantized
 from advisor.checkpoint.sources import CheckpointFiles
 from advisor.errors import BadInput
 
+_BEGIN, _END = operator.itemgetter(3), operator.itemgetter(4)     # of a TensorEntry
+_FIRST = operator.itemgetter(0)
 _NOTE_SEVERITY = {"modelopt-config-groups-contradict": "info", INVALID: "error", CONFLICT: "warn"}
 
 
@@ -29,7 +36,6 @@ def note_severity(code: str) -> str:
 
 _SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scale", 1.0),
             ("input_global_scale", -1.0))
-_SCALARS_BY_KIND = tuple((kind, tuple(s for s in _SCALARS if s[0].startswith(kind))) for kind in ("weight", "input"))
 
 
 def findings(files: CheckpointFiles, plan: QuantPlan, arch: ArchInfo, mods: list[ModuleRow],
@@ -103,16 +109,27 @@ def _index_checks(files) -> list[Finding]:
     wm = files.index.get("weight_map") or {}
     import os
 
-    where: dict[str, str] = {}
+    base = {s: os.path.basename(s) for s in set(wm.values()) if isinstance(s, str)}
+    shards = [os.path.basename(h.path) for h in files.headers]
     total = 0
     for h in files.headers:
-        shard = os.path.basename(h.path)
-        where.update(dict.fromkeys(h.tensors, shard))
-        total += sum(t.end - t.begin for t in h.tensors.values())
-    missing = [n for n in wm if n not in where]
-    extra = [n for n in where if n not in wm]
-    base = {s: os.path.basename(s) for s in set(wm.values()) if isinstance(s, str)}
-    moved = [n for n, s in wm.items() if n in where and base.get(s, s) != where[n]]
+        entries = h.tensors.values()
+        total += sum(map(operator.sub, map(_END, entries), map(_BEGIN, entries)))
+    # Nothing missing, extra or moved, checked in C: every header's tensors are indexed to that header's
+    # shard (so no name is in two headers of different file names) and the index lists as many names
+    if len(set(shards)) == len(shards) and sum(len(h.tensors) for h in files.headers) == len(wm) and all(
+            {base.get(s, s) for s in set(map(wm.get, h.tensors))} <= {shard}
+            for h, shard in zip(files.headers, shards)):
+        missing: list[str] = []
+        extra: list[str] = []
+        moved: list[str] = []
+    else:
+        where: dict[str, str] = {}
+        for h, shard in zip(files.headers, shards):
+            where.update(dict.fromkeys(h.tensors, shard))
+        missing = [n for n in wm if n not in where]
+        extra = [n for n in where if n not in wm]
+        moved = [n for n, s in wm.items() if n in where and base.get(s, s) != where[n]]
     out = []
     if missing or extra or moved:
         parts = []
@@ -132,8 +149,10 @@ def _index_checks(files) -> list[Finding]:
 
 
 def _kv_checks(files, plan) -> list[Finding]:
+    if plan.kv_cache:
+        return []
     kv_tensors = [n for h in files.headers for n in h.tensors if n.endswith((".k_scale", ".v_scale"))]
-    if kv_tensors and not plan.kv_cache:
+    if kv_tensors:
         return [Finding("kv-scales-undeclared", "info",
                         f"{len(kv_tensors)} KV-cache scale tensors present but the config declares no KV-cache "
                         "quantization", modules=tuple(kv_tensors[:10]))]
@@ -194,44 +213,53 @@ def _dtype_check(files, groups: list[ModuleGroup]) -> list[Finding]:
 
 # ------------------------------------------------------------------ fused global scales
 
+_FUSED_SET_OF = {last: i for i, fused in reversed(list(enumerate(FUSED_SETS))) for last in fused}
+
+
 def fused_scale_mismatch(files, mods) -> list[Finding]:
-    headers = {h.path: h for h in files.headers}
+    start = {h.path: 8 + h.header_size for h in files.headers}    # where each shard's data buffer begins
     members: dict[tuple[str, int], list] = defaultdict(list)
+    fused_set_of = _FUSED_SET_OF.get
     for m in mods:
-        if m.header is None or m.weight.format != "nvfp4" or m.count != 1:
+        if m.header is None or m.count != 1 or m.weight.format != "nvfp4":
             continue
         parent, _, last = m.name.rpartition(".")
-        for i, fused in enumerate(FUSED_SETS):
-            if last in fused:
-                members[(parent, i)].append(m)
-                break
+        i = fused_set_of(last)
+        if i is not None:
+            members[(parent, i)].append(m)
+    fused = [(parent, ms) for (parent, _), ms in members.items() if len(ms) >= 2]
     reads: list[tuple[str, int, str, str, float]] = []   # (path, offset, module, suffix, sign)
-    for ms in members.values():
-        if len(ms) < 2:
-            continue
+    for _, ms in fused:
         for m in ms:
+            tensors = m.header.tensors
             for suffix, sign in _SCALARS:
-                t = m.header.tensors.get(suffix)
-                if t is None or t.dtype != "F32" or t.numel != 1:
+                t = tensors.get(suffix)
+                if t is None or t[1] != "F32" or _prod(t[2]) != 1:
                     continue
-                path = m.header.shard[suffix]
-                h = headers.get(path)
-                if h is None:
-                    continue
-                reads.append((path, 8 + h.header_size + t.begin, m.name, suffix, sign))
+                path = m.header.shard_of(suffix)
+                if path in start:
+                    reads.append((path, start[path] + t[3], m.name, suffix, sign))
     values = _read_scalars(reads)
+    # per kind, each module's value: the last of the kind's scalars present, in _SCALARS order (reads keep it)
+    weight: dict[str, float] = {}
+    inputs: dict[str, float] = {}
+    for _, _, name, suffix, sign in reads:
+        v = values.get((name, suffix))
+        if v is not None:
+            # compressed-tensors stores the reciprocal (global_scale = 1 / scale_2)
+            (inputs if suffix[0] == "i" else weight)[name] = (1.0 / v) if sign < 0 and v else v
+    # a group can only differ where its members hold more than one distinct value (None: no value), counted
+    # per group in C; the loop below, which words the finding, only visits those
+    names = [m.name for _, ms in fused for m in ms]
+    group_of = [g for g, (_, ms) in enumerate(fused) for _ in ms]
+    suspects: set[int] = set()
+    for of in (weight, inputs):     # equal values round equal: more than one raw value is the suspicion
+        per_group = Counter(map(_FIRST, set(zip(group_of, map(of.get, names)))))
+        suspects.update(g for g, distinct in per_group.items() if distinct > 1)
     bad = []
-    for (parent, _), ms in members.items():
-        if len(ms) < 2:
-            continue
-        for kind, scalars in _SCALARS_BY_KIND:
-            vals = {}
-            for m in ms:
-                for suffix, sign in scalars:
-                    v = values.get((m.name, suffix))
-                    if v is not None:
-                        # compressed-tensors stores the reciprocal (global_scale = 1 / scale_2)
-                        vals[m.name] = (1.0 / v) if sign < 0 and v else v
+    for parent, ms in (fused[g] for g in sorted(suspects)):
+        for kind, of in (("weight", weight), ("input", inputs)):
+            vals = {m.name: of[m.name] for m in ms if m.name in of}
             if len(vals) >= 2 and len({round(v, 12) if v == v else "nan" for v in vals.values()}) > 1:
                 short = ", ".join(f"{n.rsplit('.', 1)[-1]}={v:.6g}" for n, v in vals.items())
                 bad.append((f"{parent} {kind}: {short}", tuple(vals)))
@@ -259,7 +287,7 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
     reads = []
     for m in cands[::step]:
         t = m.header.tensors.get("input_scale")
-        h = headers.get(m.header.shard.get("input_scale", ""))
+        h = headers.get(m.header.shard_of("input_scale")) if t is not None else None
         if t is None or h is None or t.dtype != "F32" or t.numel != 1:
             continue
         reads.append((h.path, 8 + h.header_size + t.begin, m.name, "input_scale", 1.0))
@@ -275,29 +303,37 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
 
 _SPAN = 1 << 16     # scalars closer than this to the first of a run are read with it in one call
 _F32 = struct.Struct("<f")
+_LITTLE = sys.byteorder == "little"         # a memoryview cast reads native floats, the files hold "<f"
+_OFFSET, _NAME_SUFFIX = operator.itemgetter(1), operator.itemgetter(2, 3)    # of a read
 
 
 def _read_scalars(reads) -> dict[tuple[str, str], float]:
     """The 4-byte scalars at (path, offset), read in offset order, neighbours batched into one read: a
-    100k-tensor MoE holds ~33k of them, and one seek and read each cost more than the whole header parse."""
+    100k-tensor MoE holds ~33k of them, and one seek and read each cost more than the whole header parse.
+    A run's scalars are unpacked in C (a float view of the buffer) when they all sit 4-byte aligned."""
     out: dict[tuple[str, str], float] = {}
     by_path: dict[str, list] = defaultdict(list)
     for r in reads:
         by_path[r[0]].append(r)
     for path, rs in by_path.items():
-        rs.sort(key=lambda r: r[1])
+        rs.sort(key=_OFFSET)
+        offs = list(map(_OFFSET, rs))
         try:
             with open(path, "rb", buffering=0) as f:
-                i = 0
-                while i < len(rs):
-                    start, j = rs[i][1], i + 1
-                    while j < len(rs) and rs[j][1] + 4 - start <= _SPAN:
-                        j += 1
+                i, n = 0, len(rs)
+                while i < n:
+                    start = offs[i]
+                    j = bisect_right(offs, start + _SPAN - 4, i + 1)   # offsets within _SPAN of the first
                     f.seek(start)
-                    buf = f.read(rs[j - 1][1] + 4 - start)
-                    for _, off, name, suffix, _sign in rs[i:j]:
-                        if off - start + 4 <= len(buf):
-                            out[(name, suffix)] = _F32.unpack_from(buf, off - start)[0]
+                    buf = f.read(offs[j - 1] + 4 - start)
+                    rel = list(map(operator.sub, offs[i:j], repeat(start)))
+                    rel = rel[:bisect_right(rel, len(buf) - 4)]          # a short read: those past its end
+                    if _LITTLE and not any(map(operator.mod, rel, repeat(4))):
+                        view = memoryview(buf)[:len(buf) // 4 * 4].cast("f")
+                        vals = list(map(view.__getitem__, map(operator.floordiv, rel, repeat(4))))
+                    else:
+                        vals = [_F32.unpack_from(buf, r)[0] for r in rel]
+                    out.update(zip(map(_NAME_SUFFIX, rs[i:i + len(rel)]), vals))
                     i = j
         except OSError:
             continue

@@ -10,19 +10,21 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import repeat
+from operator import add, itemgetter
 
 from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
 from advisor.checkpoint.quant_plan import QuantPlan
-from advisor.checkpoint.roles import group_name, layer_index, role_of
+from advisor.checkpoint.roles import group_name, group_names, layer_index, role_of
 from advisor.checkpoint.schemes import BF16, NO_ACT, is_quantized, scheme_label, stored_bytes
 from advisor.checkpoint.sources import CheckpointFiles
-from advisor.checkpoint.tensors import HeaderModule, Observed, group_tensors, observe
+from advisor.checkpoint.tensors import HeaderModule, group_tensors, observe
 
 
-@dataclass
+@dataclass(slots=True)
 class ModuleRow:
-    """One module (or one stack of experts) before grouping."""
+    """One module (or one stack of experts) before grouping. Slots: a 100k-tensor MoE builds 25k."""
 
     name: str
     role: str
@@ -34,6 +36,7 @@ class ModuleRow:
     shape: tuple[int, int] | None
     layer: int | None
     header: HeaderModule | None = None
+    group: str | None = None            # group_name(name), when already worked out
 
     @property
     def scheme(self) -> str:
@@ -44,60 +47,50 @@ class ModuleRow:
 
 def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
                          arch: ArchInfo) -> tuple[list[ModuleRow], list[Finding]]:
-    entries = [(t, h.path) for h in files.headers for t in h.tensors.values()]
-    hmods = group_tensors(entries)
+    hmods = group_tensors(files.headers)
     findings: list[Finding] = []
     mods: list[ModuleRow] = []
-    bad_bf16, ignored_q, mismatch, unscaled, act_conflict = [], [], [], [], []
+    bad_bf16: list[str] = []
+    ignored_q: list[str] = []
+    mismatch: list[str] = []
+    unscaled: list[str] = []
+    act_conflict: list[str] = []
     # A 100k-tensor MoE repeats a few module shapes thousands of times: roles are decided per name
-    # pattern (role_of reads no index but the layer's) and observations per tensor layout.
+    # pattern (role_of reads no index but the layer's), and everything else per (spec, role, tensor
+    # layout), so per module only the name is looked at (benchmarks/inspect_speed.py).
     roles: dict[tuple, str] = {}
-    seen: dict[tuple, Observed | None] = {}
+    patterns: dict[str, str] = {}
+    seen: dict[tuple, tuple] = {}
     n_layers = arch.num_layers or None
-    for name, hm in hmods.items():
+    producer_ignores = plan.producer not in ("none", "unknown")
+    row = ModuleRow
+    for (name, hm), pattern in zip(hmods.items(), group_names(list(hmods))):
         layer = layer_index(name)
-        rkey = (group_name(name), bool(n_layers and layer is not None and layer >= n_layers))
+        pattern = patterns.setdefault(pattern, pattern)     # one string per pattern, kept by each row
+        rkey = (pattern, bool(n_layers and layer is not None and layer >= n_layers))
         role = roles.get(rkey)
         if role is None:
             role = roles[rkey] = role_of(name, n_layers)
         spec = plan.spec_for(name, role)
-        bits = _packed_bits(spec)
-        okey = (bits, *((k, t.dtype, t.shape) for k, t in hm.tensors.items()))
-        if okey in seen:
-            obs = seen[okey]
-        else:
-            obs = seen[okey] = observe(hm, int_bits=bits)
-        if obs is None:
-            # no matrix weight (A_log, dt_bias, k/v scales alone): count bytes, BF16-kept
-            params = sum(t.numel for t in hm.tensors.values())
-            mods.append(ModuleRow(name, role, BF16, NO_ACT, 1, params, hm.stored_bytes, None, layer, hm))
-            continue
-        w, a = obs.weight, obs.act
-        if not is_quantized(w):
-            if spec is not None and is_quantized(spec.weight):
+        tensors = hm.tensors
+        entries = tensors.values()
+        okey = (id(spec), role, tuple(tensors), tuple(map(_DTYPE, entries)), tuple(map(_SHAPE, entries)))
+        hit = seen.get(okey)
+        if hit is None:
+            hit = seen[okey] = _decide(hm, spec, role, producer_ignores)
+        w, a, count, params, shape, flags = hit[:6]
+        if flags:
+            if flags & _BAD_BF16:
                 bad_bf16.append(name)
-            a = NO_ACT
-        else:
-            if not obs.has_scale:
+            if flags & _UNSCALED:
                 unscaled.append(name)
-            if spec is None:
-                if plan.producer not in ("none", "unknown"):
-                    ignored_q.append(name)
-                a = a if a is not None else NO_ACT
-            else:
-                if _family(spec.weight) != _family(w):
-                    mismatch.append(f"{name}: config {spec.weight.format}, tensors {w.format}")
-                    a = a if a is not None else NO_ACT
-                else:
-                    w = _merge_weight(spec.weight, w)
-                    if a is not None and a.format != "none" and spec.act.format == "none":
-                        act_conflict.append(name)
-                    a = spec.act
-        count, shape = obs.count, obs.shape
-        if role == "conv":
-            # a conv1d weight [channels, 1, kernel] is one module, not `channels` stacked experts
-            count, shape = 1, None
-        mods.append(ModuleRow(name, role, w, a, count, obs.params, hm.stored_bytes, shape, layer, hm))
+            if flags & _IGNORED:
+                ignored_q.append(name)
+            if flags & _MISMATCH:
+                mismatch.append(f"{name}: {hit[6]}")
+            if flags & _ACT_CONFLICT:
+                act_conflict.append(name)
+        mods.append(row(name, role, w, a, count, params, hm.stored_bytes, shape, layer, hm, pattern))
     sev_list = (
         ("config-quantized-but-bf16", "warn", bad_bf16,
          "the config declares {n} module(s) quantized but their tensors are 16-bit (no scales)"),
@@ -115,6 +108,47 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
             findings.append(Finding(code, sev, msg.format(n=len(names)), detail="; ".join(names[:5]),
                                     modules=tuple(names[:50])))
     return mods, findings
+
+
+_DTYPE, _SHAPE = itemgetter(1), itemgetter(2)      # of a TensorEntry
+_BAD_BF16, _UNSCALED, _IGNORED, _MISMATCH, _ACT_CONFLICT = 1, 2, 4, 8, 16
+
+
+def _decide(hm: HeaderModule, spec, role: str, producer_ignores: bool) -> tuple:
+    """(weight, act, count, params, shape, finding flags, mismatch text) of a module: the same for every
+    module of the same spec, role and tensor layout (dtypes and shapes by suffix)."""
+    bits = _packed_bits(spec)
+    obs = observe(hm, int_bits=bits)
+    if obs is None:
+        # no matrix weight (A_log, dt_bias, k/v scales alone): count bytes, BF16-kept
+        return BF16, NO_ACT, 1, sum(t.numel for t in hm.tensors.values()), None, 0, ""
+    w, a = obs.weight, obs.act
+    flags, why = 0, ""
+    if not is_quantized(w):
+        if spec is not None and is_quantized(spec.weight):
+            flags |= _BAD_BF16
+        a = NO_ACT
+    else:
+        if not obs.has_scale:
+            flags |= _UNSCALED
+        if spec is None:
+            if producer_ignores:
+                flags |= _IGNORED
+            a = a if a is not None else NO_ACT
+        elif _family(spec.weight) != _family(w):
+            flags |= _MISMATCH
+            why = f"config {spec.weight.format}, tensors {w.format}"
+            a = a if a is not None else NO_ACT
+        else:
+            w = _merge_weight(spec.weight, w)
+            if a is not None and a.format != "none" and spec.act.format == "none":
+                flags |= _ACT_CONFLICT
+            a = spec.act
+    count, shape = obs.count, obs.shape
+    if role == "conv":
+        # a conv1d weight [channels, 1, kernel] is one module, not `channels` stacked experts
+        count, shape = 1, None
+    return w, a, count, obs.params, shape, flags, why, spec
 
 
 def _packed_bits(spec) -> int | None:
@@ -190,26 +224,65 @@ _NUM = re.compile(r"(\d+)")
 
 def natural_order(name: str):
     head = 0 if "embed" in name else (2 if name.startswith(("lm_head", "mtp")) else 1)
-    return (head, [int(p) if p.isdigit() else p for p in _NUM.split(name)])
+    parts = _NUM.split(name)
+    if name.isascii():          # the digit runs are exactly the odd parts: convert them in one step
+        parts[1::2] = map(int, parts[1::2])
+        return (head, parts)
+    return (head, [int(p) if p.isdigit() else p for p in parts])
+
+
+def sort_naturally(mods: list[ModuleRow]) -> None:
+    """``mods.sort(key=lambda m: natural_order(m.name))`` (stable), with the keys built in a few C passes
+    over the names joined in chunks: ``natural_order`` costs ~3 us a name, most of a 100k-tensor sort.
+
+    The key of a name is one string: its head digit, then the name with a NUL before each digit run and
+    every run zero-padded to the longest. Compared as strings these order exactly as natural_order's
+    lists do: a NUL sorts below every character, so a text part that is a prefix of another sorts first
+    as it does in the list, and runs of equal width compare as their numbers ("007" and "7" are equal
+    in both). Names a NUL, newline or non-ASCII character could confuse take natural_order itself."""
+    names = [m.name for m in mods]
+    chunks = ["\n".join(names[i:i + _CHUNK]) for i in range(0, len(names), _CHUNK)]
+    if any(not c.isascii() or "\x00" in c for c in chunks) or sum(map(str.count, chunks, repeat("\n"))) \
+            != len(names) - len(chunks):
+        mods.sort(key=lambda m: natural_order(m.name))
+        return
+    width = max((max(map(len, _NUM.findall(c)), default=0) for c in chunks), default=0)
+    keys: list[str] = []
+    for c in chunks:                # a chunk at a time: the parts of every name at once would be ~500 B a name
+        parts = _NUM.split(c)
+        parts[1::2] = map(add, repeat("\x00"), map(str.zfill, parts[1::2], repeat(width)))
+        keys += "".join(parts).split("\n")
+    heads = ["0" if "embed" in n else ("2" if n.startswith(("lm_head", "mtp")) else "1") for n in names]
+    mods[:] = [m for _, m in sorted(zip(map(add, heads, keys), mods), key=itemgetter(0))]
+
+
+_CHUNK = 2048
 
 
 def group_modules(mods: list[ModuleRow]) -> list[ModuleGroup]:
-    acc: dict[tuple, dict] = {}
+    acc: dict[tuple, list] = {}
+    # rows share their weight/act objects (one per layout): the full key, whose dataclass hashes cost
+    # ~1 us, is built once per (pattern, role, weight, act, shape) by identity
+    by_ids: dict[tuple, list] = {}
     for m in mods:
-        key = (group_name(m.name), m.role, m.scheme, m.weight, m.act, m.shape)
-        g = acc.get(key)
+        pattern = m.group if m.group is not None else group_name(m.name)
+        ikey = (pattern, m.role, id(m.weight), id(m.act), m.shape)
+        g = by_ids.get(ikey)
         if g is None:
-            g = acc[key] = {"count": 0, "params": 0, "bytes": 0, "layers": set()}
-        g["count"] += m.count
-        g["params"] += m.params
-        g["bytes"] += m.stored_bytes
+            key = (pattern, m.role, m.scheme, m.weight, m.act, m.shape)
+            g = acc.get(key)
+            if g is None:
+                g = acc[key] = [0, 0, 0, set()]
+            by_ids[ikey] = g
+        g[0] += m.count
+        g[1] += m.params
+        g[2] += m.stored_bytes
         if m.layer is not None:
-            g["layers"].add(m.layer)
+            g[3].add(m.layer)
     out = []
-    for (name, role, scheme, w, a, shape), g in acc.items():
-        out.append(ModuleGroup(name=name, role=role, scheme=scheme, weight=w, act=a, count=g["count"],
-                               params=g["params"], stored_bytes=g["bytes"], shape=shape,
-                               layers=tuple(sorted(g["layers"]))))
+    for (name, role, scheme, w, a, shape), (count, params, nbytes, layers) in acc.items():
+        out.append(ModuleGroup(name=name, role=role, scheme=scheme, weight=w, act=a, count=count,
+                               params=params, stored_bytes=nbytes, shape=shape, layers=tuple(sorted(layers))))
     return out
 
 
@@ -220,12 +293,15 @@ def experts_per_layer(mods: list[ModuleRow]) -> int:
     """Experts actually present per MoE layer (expert-pruned checkpoints hold fewer than the config says)."""
     per_layer: dict[int, set] = defaultdict(set)
     stacked = 0
+    search = _EXPERT_INDEX.search
     for m in mods:
         if m.role != "expert" or m.layer is None:
             continue
-        idx = _EXPERT_INDEX.search(m.name)
         if m.count > 1:
             stacked = max(stacked, m.count)
-        elif idx:
-            per_layer[m.layer].add(int(idx.group(1)))
-    return max([stacked] + [len(s) for s in per_layer.values()])
+        else:
+            idx = search(m.name)
+            if idx:
+                per_layer[m.layer].add(idx.group(1))
+    # distinct expert numbers ("07" and "7" are one): int() once per distinct string, not per module
+    return max([stacked] + [len(set(map(int, s))) for s in per_layer.values()])

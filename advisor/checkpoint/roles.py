@@ -34,6 +34,18 @@ def group_name(name: str) -> str:
     return _INDEX.sub(".*", name)
 
 
+_INDEX_LINES = re.compile(r"\.\d+(?=\.|\n|\Z)")      # _INDEX over names joined by newlines
+
+
+def group_names(names: list[str]) -> list[str]:
+    """``[group_name(n) for n in names]`` in one regex pass over the names joined by newlines (a name
+    holding a newline takes group_name itself)."""
+    joined = "\n".join(names)
+    if joined.count("\n") != len(names) - 1:
+        return list(map(group_name, names))
+    return _INDEX_LINES.sub(".*", joined).split("\n")
+
+
 def role_of(name: str, num_layers: int | None = None) -> Role:
     """The role of a module (its parameter prefix, e.g. ``model.layers.0.self_attn.q_proj``)."""
     low = name.lower()

@@ -81,9 +81,12 @@ def read_json(path: str, *, required: bool) -> dict | None:
 
     data = read_bytes(path, limit_bytes=JSON_LIMIT, what="JSON file")   # a FIFO or /dev/zero: one line
     try:
-        obj = json.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise BadInput(f"not UTF-8 (byte {err.start})", path=path) from None
+    del data                    # an index is as large as all the headers: not kept twice while parsed
+    try:
+        obj = json.loads(text)
     except (ValueError, RecursionError) as err:
         raise BadInput(f"invalid JSON ({str(err).splitlines()[0][:100]})", path=path) from None
     if not isinstance(obj, dict):
@@ -133,8 +136,12 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
         ipath = os.path.join(path, INDEX_NAME if INDEX_NAME in index_names else index_names[0])
         index = read_json(ipath, required=True)
         wm = index.get("weight_map")
-        if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
+        if not isinstance(wm, dict) or not ({str} >= set(map(type, wm)) | set(map(type, wm.values())) or all(
+                isinstance(k, str) and isinstance(v, str) for k, v in wm.items())):
             raise BadInput("weight_map must map tensor names to shard file names", path=ipath)
+        # one string per shard name instead of one per tensor (json.loads builds a new one for each value)
+        shard_names = {v: v for v in set(wm.values())}
+        wm.update(zip(wm, map(shard_names.__getitem__, wm.values())))
         for v in set(wm.values()):
             if os.path.isabs(v) or ".." in v.split("/"):
                 raise BadInput(f"shard name {v!r} points outside the checkpoint folder", path=ipath)
@@ -160,17 +167,25 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
                    if other else "no weight files present (config-only folder): sizes are computed from the config")
             files.notes.append(("no-weights", "info", msg))
             return files
-    seen: dict[str, str] = {}
-    for s in shards:
+    # Names in two shards: while each header's names are all indexed to its own shard (the index names
+    # each file once) none can be, so the dict of every name is only built from the first other header on.
+    wm = files.index["weight_map"] if files.index is not None else None
+    seen: dict[str, str] | None = None
+    for i, s in enumerate(shards):
         h = read_header(os.path.join(path, s))
-        for name in h.tensors:
-            if name in seen:
+        if seen is None and not (wm is not None and set(map(wm.get, h.tensors)) <= {s}):
+            seen = {}
+            for prev, shard in zip(files.headers, shards[:i]):
+                seen.update(dict.fromkeys(prev.tensors, shard))
+        if seen is not None:
+            if seen.keys() & h.tensors.keys():          # the loop below only names the first repeated tensor
                 # two copies of the weights in one folder (e.g. a re-saved file next to the original):
                 # counting both would double every size
+                name = next(n for n in h.tensors if n in seen)
                 hint = ("the index lists both files" if files.index is not None else
                         "two copies of the weights? inspect one file, or add a model.safetensors.index.json")
                 raise BadInput(f"tensor {name!r} is in both {seen[name]} and {s}: {hint}", path=path)
-            seen[name] = s
+            seen.update(dict.fromkeys(h.tensors, s))
         files.headers.append(h)
     return files
 

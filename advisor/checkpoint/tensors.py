@@ -7,10 +7,10 @@ present, decides what headers cannot (dynamic activations, int bit width of pack
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from advisor.checkpoint.model import ActQuant, WeightQuant
-from advisor.checkpoint.safetensors_header import TensorEntry
+from advisor.checkpoint.safetensors_header import SafetensorsHeader, TensorEntry
 from advisor.checkpoint.schemes import dtype_format
 
 # Companion suffixes after a '.', longest first.
@@ -27,15 +27,33 @@ _UNDERSCORE_SUFFIXES = ("weight_scale_2", "weight_scale", "input_scale", "blocks
 _MAIN = ("weight", "weight_packed", "qweight", "blocks", "param")
 
 
-@dataclass
 class HeaderModule:
-    name: str
-    tensors: dict[str, TensorEntry] = field(default_factory=dict)   # suffix -> entry
-    shard: dict[str, str] = field(default_factory=dict)             # suffix -> shard path
+    """The tensors of one module: suffix -> entry, the shard each lies in, their bytes. Slots and one
+    shard path per module (a dict only for a module split across shards): a 100k-tensor MoE builds 25k."""
 
-    @property
-    def stored_bytes(self) -> int:
-        return sum(t.nbytes for t in self.tensors.values())
+    __slots__ = ("name", "tensors", "path", "_other", "stored_bytes")
+
+    def __init__(self, name: str, path: str = ""):
+        self.name = name
+        self.tensors: dict[str, TensorEntry] = {}
+        self.path = path                        # the shard of the module's first tensor
+        self._other: dict[str, str] | None = None
+        self.stored_bytes = 0
+
+    def shard_of(self, suffix: str) -> str:
+        other = self._other
+        return other.get(suffix, self.path) if other else self.path
+
+    def add(self, suffix: str, entry: TensorEntry, path: str) -> None:
+        t = self.tensors
+        while suffix in t:               # a second free parameter of the same module (A_log, dt_bias)
+            suffix = suffix + "+"
+        t[suffix] = entry
+        if path != self.path:
+            if self._other is None:
+                self._other = {}
+            self._other[suffix] = path
+        self.stored_bytes += entry[4] - entry[3]
 
     def main(self) -> TensorEntry | None:
         for s in _MAIN:
@@ -44,24 +62,34 @@ class HeaderModule:
         return None
 
 
-def group_tensors(entries: list[tuple[TensorEntry, str]]) -> dict[str, HeaderModule]:
-    """Tensors (with their shard path) -> modules keyed by module name."""
-    names = {e.name for e, _ in entries}
+def group_tensors(headers: list[SafetensorsHeader]) -> dict[str, HeaderModule]:
+    """The headers' tensors -> modules keyed by module name, in header order."""
     mods: dict[str, HeaderModule] = {}
-    for e, shard in entries:
-        prefix, suffix = split_name(e.name, names, len(e.shape))
-        m = mods.get(prefix)
-        if m is None:
-            m = mods[prefix] = HeaderModule(prefix)
-        key = suffix
-        while key in m.tensors:          # a second free parameter of the same module (A_log, dt_bias)
-            key = key + "+"
-        m.tensors[key] = e
-        m.shard[key] = shard
+    get = mods.get
+    names: set[str] | None = None           # every tensor name: only a name of no known suffix asks
+    for h in headers:
+        path = h.path
+        for name, e in h.tensors.items():
+            prefix, _, suffix = name.rpartition(".")
+            if prefix and suffix in _ONE_PART:
+                suffix = _ONE_PART[suffix]          # one string per suffix, not one per tensor
+            else:
+                if names is None:
+                    names = {n for hh in headers for n in hh.tensors}
+                prefix, suffix = split_name(name, names, len(e.shape))
+            m = get(prefix)
+            if m is None:
+                m = mods[prefix] = HeaderModule(prefix, path)
+            t = m.tensors
+            if suffix in t or path is not m.path:
+                m.add(suffix, e, path)
+            else:                                   # add(), inlined for the common case
+                t[suffix] = e
+                m.stored_bytes += e[4] - e[3]
     return mods
 
 
-_ONE_PART = frozenset(s for s in _DOT_SUFFIXES if "." not in s)
+_ONE_PART = {s: s for s in _DOT_SUFFIXES if "." not in s}
 
 
 def split_name(name: str, names: set[str], ndim: int) -> tuple[str, str]:

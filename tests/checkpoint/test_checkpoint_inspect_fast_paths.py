@@ -1,0 +1,214 @@
+"""The C-speed paths `inspect` takes on large checkpoints (issue 23 point 1) give what the plain code
+they replace gives: natural order, group names, the plain-header check, the scalar reads, the index
+and duplicate checks. Each is compared with its reference on generated input, fast path taken or not."""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+
+import pytest
+
+from advisor.checkpoint import doctor, modules, roles, safetensors_header as sh
+from advisor.checkpoint.inspect import inspect_checkpoint
+from advisor.errors import BadInput
+
+from ckpt_builders import LLAMA_CONFIG
+
+
+class _Row:
+    __slots__ = ("name", "i")
+
+    def __init__(self, name: str, i: int):
+        self.name, self.i = name, i
+
+
+def _names(rng: random.Random, alphabet: str) -> list[str]:
+    names: list[str] = []
+    for _ in range(rng.randint(0, 30)):
+        if names and rng.random() < 0.3:        # near neighbours: a prefix, a longer run, a zero-padded run
+            names.append(rng.choice(names) + rng.choice(["", "0", "1", "a", ".", "00", "-", "7"]))
+        else:
+            head = rng.choice(["", "", "embed.", "lm_head.", "mtp.", "model.embed_tokens", "x"])
+            names.append(head + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))))
+    return names
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 2048])
+@pytest.mark.parametrize("alphabet", ["ab.-_~ 0123456789", "ab.07\u0663\n\x00"])
+def test_sort_naturally_orders_as_natural_order(monkeypatch, chunk, alphabet):
+    monkeypatch.setattr(modules, "_CHUNK", chunk)
+    rng = random.Random(chunk)
+    for _ in range(300):
+        rows = [_Row(n, i) for i, n in enumerate(_names(rng, alphabet))]
+        want = [r.i for r in sorted(rows, key=lambda r: modules.natural_order(r.name))]
+        modules.sort_naturally(rows)
+        assert [r.i for r in rows] == want
+
+
+def test_group_names_is_group_name_of_each():
+    rng = random.Random(5)
+    for _ in range(2000):
+        names = ["".join(rng.choice("ab.01\u0663x") for _ in range(rng.randint(0, 12)))
+                 for _ in range(rng.randint(0, 6))]
+        if rng.random() < 0.1:
+            names.append("a.1\n.2")                 # a newline in a name: one group_name per name instead
+        assert roles.group_names(names) == [roles.group_name(n) for n in names]
+
+
+def _header(rng: random.Random) -> tuple[str, int]:
+    """A plain header, then zero to two mutations of the kind the fast path must refuse or get right."""
+    ents, pos = [], 0
+    for i in range(rng.randint(1, 6)):
+        dt = rng.choice(["F32", "BF16", "U8", "F8_E4M3", "F4", "I32"])
+        shape = [rng.randint(1, 5) for _ in range(rng.randint(0, 3))] + ([2] if dt == "F4" else [])
+        n = 1
+        for d in shape:
+            n *= d
+        nb = n * sh.DTYPE_BITS[dt] // 8
+        ents.append([f"m.{i}.w", {"dtype": dt, "shape": shape, "data_offsets": [pos, pos + nb]}])
+        pos += nb
+    rng.shuffle(ents)
+    buf = pos
+    odd = [0, 1, -1, "", "1", [], {}, [1], 2**64, 2**64 - 1, 7]
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        e = rng.choice(ents)[1]
+        k = rng.randint(0, 9)
+        if k == 0:
+            e["dtype"] = rng.choice(["X", 1, [], "F64", "BOOL"])
+        elif k == 1:
+            e["shape"] = rng.choice(odd)
+        elif k == 2 and isinstance(e.get("shape"), list) and e["shape"]:
+            e["shape"][0] = rng.choice(odd)
+        elif k == 3:
+            e["data_offsets"] = rng.choice(odd)
+        elif k == 4 and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2:
+            e["data_offsets"][rng.randrange(2)] += rng.choice((-1, 1, 3))
+        elif k == 5:
+            e["extra"] = 1
+        elif k == 6:
+            del e[rng.choice(list(e))]
+        elif k == 7:
+            buf += rng.choice((-1, 1))
+        elif k == 8 and isinstance(e.get("shape"), list):
+            e["shape"] = e["shape"] + [0]
+        elif k == 9 and len(ents) > 1:
+            a, b = rng.sample(range(len(ents)), 2)
+            ents[a][1]["data_offsets"], ents[b][1]["data_offsets"] = \
+                ents[b][1].get("data_offsets", [0, 1]), ents[a][1].get("data_offsets", [0, 1])
+    text = "{" + ",".join(f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}" for k, v in ents) + "}"
+    return text, buf
+
+
+def _parse(raw: bytes, buf: int):
+    try:
+        h = sh.parse_header_bytes(raw, buf, "x.safetensors")
+        return "ok", list(h.tensors.items()), h.metadata
+    except BadInput as err:
+        return "error", str(err)
+
+
+def test_the_plain_header_fast_path_agrees_with_the_full_check(monkeypatch):
+    rng = random.Random(11)
+    fast = 0
+    for _ in range(3000):
+        text, buf = _header(rng)
+        raw = text.encode()
+        fast += sh._plain_header(raw, text, buf) is not None
+        with_fast = _parse(raw, buf)
+        monkeypatch.setattr(sh, "_plain_header", lambda *a: None)
+        assert _parse(raw, buf) == with_fast, text
+        monkeypatch.undo()
+    assert 500 < fast < 3000        # both paths taken
+
+
+def _linear(pos: int, prefix: str, scale_at: int | None = None):
+    """ModelOpt NVFP4 tensors of one 4x16 linear; the F32 scalars start at ``pos`` (+ scale_at padding)."""
+    out, parts = {}, [("weight", "U8", [4, 8], 32), ("weight_scale", "F8_E4M3", [4, 1], 4)]
+    for suffix, dt, shape, nb in parts:
+        out[f"{prefix}.{suffix}"] = {"dtype": dt, "shape": shape, "data_offsets": [pos, pos + nb]}
+        pos += nb
+    if scale_at:
+        out[f"{prefix}.pad"] = {"dtype": "U8", "shape": [scale_at], "data_offsets": [pos, pos + scale_at]}
+        pos += scale_at
+    for suffix in ("weight_scale_2", "input_scale"):
+        out[f"{prefix}.{suffix}"] = {"dtype": "F32", "shape": [], "data_offsets": [pos, pos + 4]}
+        pos += 4
+    return out, pos
+
+
+@pytest.mark.parametrize("pad", [0, 1])           # scalars 4-byte aligned in the file, or not
+def test_fused_scales_read_in_batches_find_the_differing_group(tmp_path, pad):
+    tensors, pos, values = {}, 0, {}
+    for layer in range(3):
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            prefix = f"model.layers.{layer}.self_attn.{proj}"
+            more, end = _linear(pos, prefix, pad)
+            tensors.update(more)
+            values[end - 8] = 2.0 if (layer, proj) == (1, "k_proj") else 1.0
+            values[end - 4] = 0.5
+            pos = end
+    body = json.dumps(tensors).encode()
+    data = bytearray(pos)
+    for off, v in values.items():
+        data[off:off + 4] = struct.pack("<f", v)
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(body)) + body + bytes(data))
+    cfg = dict(LLAMA_CONFIG, num_hidden_layers=3)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    info = inspect_checkpoint(str(tmp_path))
+    found = [f for f in info.findings if f.code == "fused-global-scale-mismatch"]
+    assert len(found) == 1 and "1 fused group" in found[0].message
+    assert "model.layers.1.self_attn weight: k_proj=2, q_proj=1, v_proj=1" in found[0].detail
+
+
+def test_read_scalars_stops_at_a_short_read(tmp_path):
+    p = tmp_path / "x.bin"
+    p.write_bytes(struct.pack("<3f", 1.5, 2.5, 3.5) + b"\x01")
+    reads = [(str(p), off, f"m{off}", "input_scale", 1.0) for off in (8, 0, 4, 12)]
+    assert doctor._read_scalars(reads) == {("m0", "input_scale"): 1.5, ("m4", "input_scale"): 2.5,
+                                           ("m8", "input_scale"): 3.5}
+
+
+def _sharded(tmp_path, wm_edit=None, dup=False):
+    """Two shards with an index; ``dup`` puts one tensor in both files."""
+    cfg = dict(LLAMA_CONFIG, num_hidden_layers=1)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    wm = {}
+    for s, layer in ((1, 0), (2, 0)):
+        names = [f"model.layers.{layer}.mlp.{'down' if s == 1 else 'up'}_proj.weight"]
+        if dup or s == 1:
+            names.append("model.norm.weight")
+        hdr, pos = {}, 0
+        for n in names:
+            hdr[n] = {"dtype": "BF16", "shape": [2, 2], "data_offsets": [pos, pos + 8]}
+            pos += 8
+            wm.setdefault(n, f"model-0000{s}-of-00002.safetensors")
+        body = json.dumps(hdr).encode()
+        (tmp_path / f"model-0000{s}-of-00002.safetensors").write_bytes(struct.pack("<Q", len(body)) + body
+                                                                       + bytes(pos))
+    if wm_edit:
+        wm_edit(wm)
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wm}))
+    return str(tmp_path)
+
+
+def test_a_tensor_in_two_indexed_shards_is_named(tmp_path):
+    with pytest.raises(BadInput, match="'model.norm.weight' is in both model-00001-of-00002.safetensors and "
+                                       "model-00002-of-00002.safetensors"):
+        inspect_checkpoint(_sharded(tmp_path, dup=True))
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda wm: wm.update({"model.norm.weight": "model-00002-of-00002.safetensors"}), "1 tensor(s) in a different"),
+    (lambda wm: wm.update({"ghost.weight": "model-00001-of-00002.safetensors"}), "1 indexed tensor(s) absent"),
+    (lambda wm: wm.pop("model.norm.weight"), "1 tensor(s) in the shards but not in the index"),
+])
+def test_index_mismatches_are_found(tmp_path, edit, says):
+    info = inspect_checkpoint(_sharded(tmp_path, edit))
+    assert any(f.code == "index-header-mismatch" and says in f.message for f in info.findings)
+
+
+def test_a_consistent_index_has_no_mismatch(tmp_path):
+    info = inspect_checkpoint(_sharded(tmp_path))
+    assert not any(f.code == "index-header-mismatch" for f in info.findings)
