@@ -20,48 +20,49 @@ from advisor.cost.workload import get_workload
 from advisor.gpu_table import get_gpu
 from advisor.kernel_path.explain import explain
 
-P, O = 2048, 256
+PROMPT, OUT = 2048, 256
 
 
 def _ctx(engine: str, config: str = "demo:qwen3-30b-a3b-fp8", gpu: str = "h100-sxm"):
     ck = inspect_checkpoint(config)
     g = get_gpu(gpu)
     ex = explain(ck, g, gpus=1, engine=engine)
-    ctx = context.build(ck, ex, g, gpus=1, engine=load_engine_memory(engine), overrides=Overrides(prompt_tokens=P))
+    ctx = context.build(ck, ex, g, gpus=1, engine=load_engine_memory(engine), overrides=Overrides(prompt_tokens=PROMPT))
     return ctx, tune(ctx, get_workload("agents")).settings
 
 
 def _separate_rate(ctx, s, c: int) -> float:
-    """Output rate when no decode rides a prefill step: c prefills, then O decode steps of batch c."""
-    return c * O / (c * ctx.prefill(s, P).seconds + O * ctx.decode(s, c, P + O).seconds)
+    """Output rate when no decode rides a prefill step: c prefills, then OUT decode steps of batch c."""
+    return c * OUT / (c * ctx.prefill(s, PROMPT).seconds + OUT * ctx.decode(s, c, PROMPT + OUT).seconds)
 
 
 @pytest.mark.parametrize("c", [8, 64])
 def test_sglang_prefills_stall_every_decode(c):
     ctx, s = _ctx("sglang")
-    sv = serving.serve(ctx, s, P, O, c, P + O)
+    sv = serving.serve(ctx, s, PROMPT, OUT, c, PROMPT + OUT)
     # the rate cannot beat the separate-steps schedule: no decode token is made during a prefill
     assert sv.output_tok_s <= _separate_rate(ctx, s, c) * (1 + 1e-9)
     d = sv.derivations["served_output_tok_s"]
     assert d.inputs["mixed"] is False
     assert "scheduler.py" in d.source and "@0.5.23" in d.source and "enable-mixed-chunk" in d.source
     # a stream's tokens wait for the others' prefills: its ITL is above a decode step's
-    assert sv.itl_s > ctx.decode(s, c, P + O).seconds
+    assert sv.itl_s > ctx.decode(s, c, PROMPT + OUT).seconds
 
 
 def test_vllm_decodes_ride_the_prefill_steps():
     ctx, s = _ctx("vllm")
     c = 64
-    sv = serving.serve(ctx, s, P, O, c, P + O)
+    sv = serving.serve(ctx, s, PROMPT, OUT, c, PROMPT + OUT)
     assert sv.output_tok_s > _separate_rate(ctx, s, c)
     assert "mixed" not in sv.derivations["served_output_tok_s"].inputs
 
 
 def test_the_schedules_differ_only_under_load():
     ctx, s = _ctx("sglang")
-    one = serving.serve(ctx, s, P, O, 1, P + O)
+    one = serving.serve(ctx, s, PROMPT, OUT, 1, PROMPT + OUT)
     assert one.ttft_loaded_s == one.ttft_isolated_s
-    assert one.output_tok_s == pytest.approx(O / (one.ttft_isolated_s + (O - 1) * ctx.decode(s, 1, P + O).seconds))
+    t1 = ctx.decode(s, 1, PROMPT + OUT).seconds
+    assert one.output_tok_s == pytest.approx(OUT / (one.ttft_isolated_s + (OUT - 1) * t1))
 
 
 def test_sglang_profile_states_the_flag_and_its_source():
