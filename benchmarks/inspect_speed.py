@@ -5,7 +5,8 @@
 Builds ModelOpt NVFP4 Qwen3-MoE-layout checkpoints of about 3 k / 19 k / 100 k tensors (tiny shapes,
 data regions left as sparse holes, ~4 k tensors per shard) and measures, as medians of --runs:
 - fresh process: `python -m advisor inspect DIR --json` vs a floor script that only opens each shard
-  and json-parses its header (both pay interpreter start; inspect also pays its imports);
+  and json-parses its header (both pay interpreter start; inspect also pays its imports), wall time
+  and, less distorted on a busy machine, CPU time (user + system of the child);
 - in process (imports done): inspect_checkpoint() vs the same floor loop, and their time per tensor;
 - peak RSS growth of inspect_checkpoint() in a fresh process (after imports) vs the header bytes: VmHWM
   after minus VmRSS before, from /proc/self/status (ru_maxrss would start at the parent's peak).
@@ -21,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shutil
 import statistics
 import struct
@@ -142,14 +144,18 @@ def build(folder: str, tensors: int) -> dict:
     return {"tensors": len(entries), "shards": paths, "header_bytes": header_bytes}
 
 
-def _fresh(argv: list[str], runs: int) -> float:
-    """Median wall time of a fresh process (stdout discarded; a failure stops the benchmark)."""
-    times = []
+def _fresh(argv: list[str], runs: int) -> tuple[float, float]:
+    """Median wall time and median CPU time (user + system) of a fresh process (stdout discarded; a failure
+    stops the benchmark). The CPU time is what a busy machine distorts least."""
+    times, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, check=True)
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(times), statistics.median(cpus)
 
 
 def _in_process(folder: str, shards: list[str], runs: int, mode: str):
@@ -159,8 +165,8 @@ def _in_process(folder: str, shards: list[str], runs: int, mode: str):
 
 
 def measure(folder: str, ck: dict, runs: int) -> dict:
-    inspect_s = _fresh([sys.executable, "-m", "advisor", "inspect", folder, "--json"], runs)
-    floor_s = _fresh([sys.executable, "-c", FLOOR, *ck["shards"]], runs)
+    inspect_s, inspect_cpu = _fresh([sys.executable, "-m", "advisor", "inspect", folder, "--json"], runs)
+    floor_s, floor_cpu = _fresh([sys.executable, "-c", FLOOR, *ck["shards"]], runs)
     warm = _in_process(folder, ck["shards"], runs, "times")
     base, peak = _in_process(folder, ck["shards"], 1, "rss")
     ip, fl = statistics.median(warm["inspect"]), statistics.median(warm["floor"])
@@ -168,6 +174,8 @@ def measure(folder: str, ck: dict, runs: int) -> dict:
     return {"tensors": ck["tensors"], "shards": len(ck["shards"]), "header_bytes": ck["header_bytes"],
             "fresh_inspect_s": round(inspect_s, 4), "fresh_floor_s": round(floor_s, 4),
             "fresh_ratio": round(inspect_s / floor_s, 2),
+            "fresh_inspect_cpu_s": round(inspect_cpu, 4), "fresh_floor_cpu_s": round(floor_cpu, 4),
+            "fresh_cpu_ratio": round(inspect_cpu / floor_cpu, 2) if floor_cpu else None,
             "inproc_inspect_s": round(ip, 4), "inproc_floor_s": round(fl, 4), "inproc_ratio": round(ip / fl, 2),
             "inproc_us_per_tensor": round(ip / ck["tensors"] * 1e6, 2),
             "rss_growth_bytes": growth, "rss_over_header": round(growth / ck["header_bytes"], 2)}
@@ -194,6 +202,7 @@ def main() -> int:
     summary = {
         "runs": args.runs, "python": sys.version.split()[0], "cpus": os.cpu_count(),
         "floor_ratio_at_largest": large["fresh_ratio"], "floor_ratio_target": FLOOR_RATIO,
+        "floor_cpu_ratio_at_largest": large["fresh_cpu_ratio"],
         "per_tensor_largest_over_smallest": round(large["inproc_us_per_tensor"] / small["inproc_us_per_tensor"], 2),
         "linear_target": LINEAR_RATIO,
         "rss_over_header_at_largest": large["rss_over_header"], "memory_target": MEMORY_RATIO,
