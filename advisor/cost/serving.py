@@ -27,7 +27,7 @@ from advisor.cost.derived import Derived
 
 SCHEDULE_SOURCE = ("vllm/v1/core/sched/scheduler.py:719 (token budget = max_num_batched_tokens), 793-1002 (running "
                    "requests first), 1049-1570 (waiting requests take what is left)@0.33.0")
-SEPARATE_SOURCE = ("sglang/srt/managers/scheduler.py:3990-4002 (a new prefill batch runs first; the running "
+SEPARATE_SOURCE = ("sglang/srt/managers/scheduler.py:3992-4002 (a new prefill batch runs first; the running "
                    "decodes step only when none is ready), 1376-1378 and 4375-4395 (decodes join a prefill "
                    "batch only with is_mixed_chunk)@0.5.23; srt/arg_groups/fields/schedule.py:208-211@0.5.23 "
                    "(--enable-mixed-chunk, default False)")

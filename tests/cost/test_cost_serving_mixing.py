@@ -2,7 +2,7 @@
 
 vLLM's scheduler serves the running decodes first and gives the new prompt what is left of the token
 budget, so decodes advance during every prefill step. SGLang 0.5.23 runs a new prefill batch on its
-own and decodes only when no prefill is ready (scheduler.py:3990-4002@0.5.23); decodes join a prefill
+own and decodes only when no prefill is ready (scheduler.py:3992-4002@0.5.23); decodes join a prefill
 batch only with --enable-mixed-chunk (default False). Under SGLang each of the c prefills of a cycle
 stalls every stream, and every stream still needs O decode steps.
 """
