@@ -89,8 +89,9 @@ class SafetensorsHeader:
     file_size: int
 
 
-def read_header(path: str) -> SafetensorsHeader:
-    """Read and validate the header of a local .safetensors file (reads 8 + N bytes only)."""
+def read_header(path: str, *, names: dict[str, str] | None = None) -> SafetensorsHeader:
+    """Read and validate the header of a local .safetensors file (reads 8 + N bytes only). ``names``: the
+    string object to keep for each tensor name (an index's names: one string per name, not two)."""
     try:
         # a FIFO or device would block open() or read() forever: only regular files are opened
         mode = os.stat(path).st_mode
@@ -100,7 +101,7 @@ def read_header(path: str) -> SafetensorsHeader:
             raise BadInput("not a regular file (FIFO, socket or device)", path=path)
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            return parse_header(f, size, path)
+            return parse_header(f, size, path, names=names)
     except IsADirectoryError:
         raise BadInput("is a directory, expected a .safetensors file", path=path) from None
     except PermissionError:
@@ -111,7 +112,7 @@ def read_header(path: str) -> SafetensorsHeader:
         raise BadInput(f"cannot read file ({err.strerror or err})", path=path) from None
 
 
-def parse_header(f: BinaryIO, file_size: int, path: str) -> SafetensorsHeader:
+def parse_header(f: BinaryIO, file_size: int, path: str, *, names: dict[str, str] | None = None) -> SafetensorsHeader:
     head = f.read(8)
     if len(head) < 8:
         raise BadInput(f"not a safetensors file (only {len(head)} bytes, need an 8-byte header length)", path=path)
@@ -123,11 +124,11 @@ def parse_header(f: BinaryIO, file_size: int, path: str) -> SafetensorsHeader:
     raw = f.read(n)
     if len(raw) != n:
         raise BadInput(f"file ends inside the safetensors header ({len(raw)} of {n} bytes)", path=path)
-    return parse_header_bytes(raw, file_size - 8 - n, path, header_size=n, file_size=file_size)
+    return parse_header_bytes(raw, file_size - 8 - n, path, header_size=n, file_size=file_size, names=names)
 
 
 def parse_header_bytes(raw: bytes, buffer_size: int | None, path: str, *, header_size: int | None = None,
-                       file_size: int | None = None) -> SafetensorsHeader:
+                       file_size: int | None = None, names: dict[str, str] | None = None) -> SafetensorsHeader:
     """Validate a header given as bytes; ``buffer_size`` is None when the data size is unknown (hub)."""
     items = raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{")
     if items > MAX_JSON_ITEMS:
@@ -137,7 +138,7 @@ def parse_header_bytes(raw: bytes, buffer_size: int | None, path: str, *, header
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise BadInput(f"safetensors header is not UTF-8 (byte {err.start})", path=path) from None
-    fast = _plain_header(raw, text, buffer_size)
+    fast = _plain_header(raw, text, buffer_size, names)
     if fast is not None:
         tensors, meta, covered = fast
         if not covered:
@@ -188,7 +189,7 @@ def _no_float(s: str):
     raise ValueError("a float: not the plain form")
 
 
-def _plain_header(raw: bytes, text: str, buffer_size: int | None):
+def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[str, str] | None = None):
     """(tensors, metadata, covered) of a header in the plain form every writer produces, checked in a few C-speed
     passes; None for anything else (a failed check included), which then goes through the full check
     below with its exact message. The per-object duplicate-key hook of the full check costs a Python
@@ -218,6 +219,8 @@ def _plain_header(raw: bytes, text: str, buffer_size: int | None):
         return {}, (meta or {}), False
     names, infos = list(obj), list(obj.values())
     del obj
+    if known:
+        names = list(map(known.get, names, names))
     try:                        # a value of another type fails a comparison or lookup: the full check
         # no floats, true/false/null reach here: every number is an int, every other value a str, list or dict
         if set(map(type, infos)) != {dict} or set(map(len, infos)) != {3}:

@@ -170,9 +170,10 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
     # Names in two shards: while each header's names are all indexed to its own shard (the index names
     # each file once) none can be, so the dict of every name is only built from the first other header on.
     wm = files.index["weight_map"] if files.index is not None else None
+    known = dict(zip(wm, wm)) if wm else None      # the headers keep the index's name strings
     seen: dict[str, str] | None = None
     for i, s in enumerate(shards):
-        h = read_header(os.path.join(path, s))
+        h = read_header(os.path.join(path, s), names=known)
         if seen is None and not (wm is not None and set(map(wm.get, h.tensors)) <= {s}):
             seen = {}
             for prev, shard in zip(files.headers, shards[:i]):
