@@ -14,7 +14,7 @@ aiconfigurator: it loads every shipped table through the runtime's readers and c
 
 Read: ``aiconfigurator_core/systems/data/<system>/<family>/<engine>/<version>/*_perf.parquet``
 (gemm_perf, moe_perf, nccl_perf, custom_allreduce_perf, generation_/context_attention_perf,
-gdn_perf, quantize/vllm scale_matrix_perf) and
+gdn_perf, mamba2_perf, quantize/vllm scale_matrix_perf) and
 ``collection_meta.yaml`` beside them. Never read: ``systems/silicon_sample.csv`` and
 ``systems/support_matrix/`` (end-to-end serving runs: kept for independent validation), the Rust
 estimator, the model configs. The package's own figures (systems/*.yaml) are not used either:
@@ -28,6 +28,7 @@ The time model each table feeds (advisor/cost/measured.py):
   all-reduce  the measured latency curve per message size, TP and engine
   GDN layer   decode t = floor + state bytes / (BW x e)
               prefill t = floor + tokens x (ns/token + heads x ns/token/head)   (one sequence)
+  Mamba2 conv  decode t = floor + conv window bytes / (BW x e)   (causal_conv1d_update, TRT-LLM)
   elementwise t = floor + bytes / (BW x e)   (the kernels between measured operators)
 
 Over ~400 lines on purpose: an offline script run once per AIConfigurator release, one distiller per table
@@ -447,6 +448,70 @@ def _gdn_prefill(head: dict, g, t: np.ndarray) -> dict | None:
             "ns_per_token_head": sig(b * 1e9, 3), "log2_work": [], "e": []}
 
 
+# ---------------------------------------------------------------- Mamba2 (decode: the conv update only)
+# mamba2_perf holds TRT-LLM 1.3.0rc20 rows only, and of the four kernels its model builder charges a Mamba2
+# layer (aiconfigurator_core/sdk/models/nemotron_h.py: causal_conv1d_fn + mamba_chunk_scan_combined in
+# context, causal_conv1d_update + selective_state_update in generation) only the two conv kernels were
+# collected on every system. Distilled: the decode conv update (a step's conv window load + store at the
+# conv channels), as the GDN decode rows; the selective_state_update and the prefill scan are not measured,
+# so the runtime charges them as estimates (advisor.cost.attention_cost.linear_decode says how).
+MAMBA2_CONV_BYTES = 2                              # 16-bit conv window
+MAMBA2_KEY = ["batch_size", "d_model", "d_state", "d_conv", "nheads", "head_dim", "n_groups"]
+MAMBA2_DECODE_KERNEL = "causal_conv1d_update"
+
+
+def mamba2_conv_work(d: pd.DataFrame) -> np.ndarray:
+    """The conv window bytes one decode step loads and stores (per layer): batch x 2 x (conv kernel - 1) x
+    (heads x head dim + 2 x groups x state size) x 2."""
+    b, dc, nh, hd, ng, ds = (d[c].to_numpy(dtype=float) for c in
+                             ("batch_size", "d_conv", "nheads", "head_dim", "n_groups", "d_state"))
+    return b * 2 * (dc - 1) * (nh * hd + 2 * ng * ds) * MAMBA2_CONV_BYTES
+
+
+def _mamba2_decode(root: Path, system: str, engine: str) -> tuple[Path, pd.DataFrame] | None:
+    found = [v / "mamba2_perf.parquet" for v in versions(root / system / "linear_attention" / engine)
+             if (v / "mamba2_perf.parquet").is_file()]
+    if not found:
+        return None
+    df = pd.read_parquet(found[0])                    # the newest version measured
+    d = df[(df.phase == "generation") & (df.kernel_source == MAMBA2_DECODE_KERNEL)]
+    return found[0], d.groupby(MAMBA2_KEY).agg(latency=("latency", "median")).reset_index()
+
+
+def distill_mamba2(root: Path, refs: dict) -> list[dict]:
+    rows = []
+    for system, ref in refs.items():
+        for engine in ENGINES:
+            got = _mamba2_decode(root, system, engine)
+            if got is None or not len(got[1]):
+                continue
+            f, g = got
+            t = g.latency.to_numpy() * 1e-3
+            work = mamba2_conv_work(g)
+            roof = work / (ref["bandwidth_gbs"] * 1e9)
+            bucket = (np.round(np.log2(np.maximum(work, 1)) / 2) * 2).astype(int)
+            full = [int(x) for x in sorted(set(bucket)) if (bucket == x).sum() >= GDN_MIN_CELL]
+            if not full:
+                continue
+            floor = float(np.median(t[bucket == full[0]]))   # the smallest work with 3+ shapes: one row is noise
+            cells = [(x, sig(work_efficiency(t[bucket == x], floor, roof[bucket == x]), 3)) for x in full]
+            if cells:
+                rows.append({"system": system, "engine": engine, "version": f.parent.name, "phase": "decode",
+                             "kind": "mamba2", "kernels": [MAMBA2_DECODE_KERNEL], "src": rel(root, f),
+                             "state_dtype": "bfloat16", "n": int(len(g)), "floor_us": sig(floor * 1e6, 3),
+                             "work": "conv_bytes", "log2_work": [c[0] for c in cells], "e": [c[1] for c in cells]})
+    return rows
+
+
+def _mamba2_sample(root: Path, system: str, engine: str) -> dict[str, list]:
+    """Mamba2 decode conv updates as the plan uses them: [heads, conv bytes, ms] of every measured shape."""
+    got = _mamba2_decode(root, system, engine)
+    if got is None or not len(got[1]):
+        return {}
+    g = got[1]
+    return {f"mamba2/{system}/{engine}/decode": np.column_stack([g.nheads, mamba2_conv_work(g), g.latency]).tolist()}
+
+
 # ---------------------------------------------------------------- elementwise (the kernels between operators)
 # The stand-in for the small kernels a layer runs between its measured operators (RMSNorm, rotary, KV-cache
 # write, activation, residual add): vLLM's static_scaled_fp8_quant, one CUDA kernel that reads a 16-bit
@@ -504,6 +569,7 @@ def sample_rows(root: Path) -> dict[str, list]:
                     df[["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
                         "latency"]].values.tolist())
             out.update(_gdn_sample(root, system, engine))
+            out.update(_mamba2_sample(root, system, engine))
     return {k: [[x.item() if hasattr(x, "item") else x for x in r] for r in v] for k, v in out.items() if v}
 
 
@@ -575,7 +641,13 @@ NOTES = {
                          "every layer's state, pays. prefill (batch-1 rows: one prompt's chunk): t = floor_us + "
                          "tokens x (ns_per_token + value heads x ns_per_token_head) / 1000, least squares over rows "
                          "of 256 tokens and more, floor_us = median time at 16 tokens or fewer; the scan's chunks "
-                         "run one after another, so its time is latency per token, nearly independent of the heads."),
+                         "run one after another, so its time is latency per token, nearly independent of the heads. "
+                         "kind mamba2 (TRT-LLM rows only, mamba2_perf): the decode conv update alone "
+                         "(causal_conv1d_update; the collector has no selective_state_update or chunk-scan rows), "
+                         "t = floor_us + conv bytes / (bandwidth x e), conv bytes = batch x 2 (load + store) x "
+                         "(conv kernel - 1) x (heads x head dim + 2 x groups x state size) x 2, e as for GDN decode, "
+                         "floor_us = median time of the smallest work bucket with 3 or more shapes; the median over "
+                         "repeated shapes."),
 }
 
 
@@ -590,6 +662,7 @@ def dump(path: Path, key: str, rows, extra: dict | None = None) -> None:
 
 # ---------------------------------------------------------------- smoke: the shipped tables load
 LIST_KEY = {"attention_decode": "attention", "attention_context": "attention"}
+LINEAR_KIND_FILE = {"gdn": "gdn_perf.parquet", "mamba2": "mamba2_perf.parquet"}
 
 
 def smoke(folder: Path) -> int:
@@ -612,11 +685,14 @@ def smoke(folder: Path) -> int:
             if not (src.startswith(want) and f"/{r['version']}/" in src
                     and (r["engine"] in src or r["engine"] == "nccl")):
                 problems.append(f"{name}.json row {i}: provenance {src!r} does not name its system/engine/version")
+            if name == "linear_attention" and not src.endswith(f"/{LINEAR_KIND_FILE.get(r.get('kind'), '?')}"):
+                problems.append(f"{name}.json row {i}: kind {r.get('kind')!r} not from its table ({src!r})")
         print(f"{name}.json: {len(rows)} rows, {len({r['system'] for r in rows})} systems")
     typed = {"systems": len(mt.systems(folder)), "gemm": len(mt.gemm_tables(folder)),
              "moe": len(mt.moe_tables(folder)), "allreduce": len(mt.comm_curves(folder)),
              "attention": sum(len(mt.attention_tables(p, folder)) for p in ("decode", "context")),
              "linear_attention": sum(len(mt.linear_tables(p, folder)) for p in ("decode", "prefill")),
+             "mamba2": sum(t.kind == "mamba2" for t in mt.linear_tables("decode", folder)),
              "elementwise": len(mt.elementwise_tables(folder))}
     problems += [f"{k}: no rows read" for k, n in typed.items() if not n]
     print("read by advisor.cost.measured_tables: " + ", ".join(f"{k} {n}" for k, n in typed.items()))
@@ -651,7 +727,8 @@ def main(argv: list[str] | None = None) -> int:
     att = distill_attention(root, refs)
     dump(out / "attention_decode.json", "attention", att["decode"])
     dump(out / "attention_context.json", "attention", att["context"])
-    dump(out / "linear_attention.json", "linear_attention", distill_linear_attention(root, refs))
+    dump(out / "linear_attention.json", "linear_attention",
+         distill_linear_attention(root, refs) + distill_mamba2(root, refs))
     dump(out / "elementwise.json", "elementwise", distill_elementwise(root, refs))
     return 0
 

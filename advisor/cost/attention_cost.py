@@ -5,15 +5,17 @@ the FLOPs over the MMA rate (prefill); a KV cache the kernel cannot read as stor
 Linear-attention layers (GDN, KDA, Mamba) keep a recurrent state instead of KV: a Gated-DeltaNet layer is
 charged the measured layer of the card's nearest measured system (decode: conv update + recurrent step at
 the state bytes it loads and stores; prefill: conv + chunked scan at the chunk's tokens, latency per token,
-advisor.cost.measured.linear_attention_time); other kinds, or a card without such a table, keep an
-estimate (state bytes over the estimated bandwidth; nominal FLOPs at the attention MMA peak), labelled."""
+advisor.cost.measured.linear_attention_time); a Mamba2 layer's decode per kernel (advisor.cost.mamba2_cost:
+the measured conv update, the SSM update and gated norm at least the measured small kernel); other kinds, or
+a card without such a table, keep an estimate (state bytes over the estimated bandwidth; nominal FLOPs at the
+attention MMA peak), labelled."""
 
 from __future__ import annotations
 
 import math
 
 from advisor.checkpoint.model import ArchInfo
-from advisor.cost import measured
+from advisor.cost import mamba2_cost, measured
 from advisor.cost.efficiency import KV_DEQUANT_INSTR, THREADS_PER_WARP
 from advisor.cost.kv import KvDtype, KvLayout
 from advisor.cost.measured import Measured, Ops
@@ -141,13 +143,18 @@ def _linear_label(g: Measured, what: str) -> str:
 
 
 def linear_decode(rates: Rates, ops: Ops | None, st: RecurrentState | None, batch: int,
-                  verify_tokens: int = 1) -> Attention:
+                  verify_tokens: int = 1, inner: int = 0) -> Attention:
     """The linear-attention layers of one decode step: each loads its state and stores it per verified
-    position (``st.step_bytes``); measured per GDN layer at those bytes, else the bytes over the estimated
-    bandwidth."""
+    position (``st.step_bytes``); measured per GDN layer at those bytes, Mamba2 layers per kernel
+    (advisor.cost.mamba2_cost; ``inner``: the mixer's inner width per GPU), else the bytes over the
+    estimated bandwidth."""
     if st is None or batch <= 0 or st.layers <= 0:
         return Attention(0.0, 0.0, 0.0, 0.0, "")
     total = batch * st.step_bytes(verify_tokens)
+    if st.kind == "mamba2":
+        got_m = mamba2_cost.decode(rates, ops, st, batch, verify_tokens, inner)
+        if got_m is not None:
+            return got_m
     if ops is not None and ops.measured:
         got = measured.linear_attention_time(ops.evidence.gpu, "decode", total / st.layers, kind=st.kind,
                                              engine=ops.engine, evidence=ops.evidence)

@@ -420,18 +420,23 @@ def linear_attention_time(gpu: GpuSpec, phase: str, work: float, *, heads: int =
     """One linear-attention layer (per GPU). ``phase`` decode: ``work`` = the state bytes the step loads and
     stores, charged floor + bytes / (BW e); prefill: ``work`` = the tokens of one sequence's chunk and
     ``heads`` its value heads per GPU, charged floor + tokens x (ns/token + heads x ns/token/head): the scan
-    is latency-bound on the sequence, so another card gets it as time x the clock ratio. Only Gated-DeltaNet
-    layers are measured."""
+    is latency-bound on the sequence, so another card gets it as time x the clock ratio. Gated-DeltaNet layers
+    are measured whole; of a Mamba2 layer (``kind`` mamba2) only the decode conv update, ``work`` = the conv
+    window bytes it loads and stores (TRT-LLM's kernel, the only one measured)."""
     ev = evidence or evidence_for(gpu, None, folder)
     if ev.system is None:
         return _none(ev.why)
-    if kind != "gdn":
-        return _none(f"no {kind} layer measured in {mt.PACKAGE} {mt.PACKAGE_VERSION}'s tables we distil (GDN only)")
-    cands = sorted((t for t in mt.linear_tables(phase, folder) if t.system == ev.system.system),
+    if kind not in ("gdn", "mamba2"):
+        return _none(f"no {kind} layer measured in {mt.PACKAGE} {mt.PACKAGE_VERSION}'s tables we distil "
+                     "(GDN, Mamba2's decode conv)")
+    cands = sorted((t for t in mt.linear_tables(phase, folder) if t.system == ev.system.system and t.kind == kind),
                    key=lambda t: (t.engine != engine, ENGINE_ORDER.index(t.engine) if t.engine in ENGINE_ORDER
                                   else 99, -len(t.e)))
+    if not cands and kind == "mamba2" and phase == "prefill":
+        return _none("no Mamba2 prefill layer measured: mamba2_perf holds the causal_conv1d_fn conv alone, not the "
+                     "chunk scan (mamba_chunk_scan_combined)")
     if not cands:
-        return _none(f"no GDN {phase} layer measured on {ev.system.system}")
+        return _none(f"no {'GDN' if kind == 'gdn' else 'Mamba2'} {phase} layer measured on {ev.system.system}")
     table = cands[0]
     ratio, clock = ev.clock_ratio()
     fixed = table.floor_us * 1e-6 * ratio

@@ -68,7 +68,7 @@ def gemm(ops: Ops | None, weights: WeightModel, p: Part, rows: float, r: KernelR
     scale = 1.0 if got.source.startswith("microbench") else ops.bandwidth_scale
     t_b = got.memory_s * scale / e * share
     t_c = got.compute_s / e * share / clock_factor
-    fl = 2.0 * rows * (p.params / max(p.count, 1)) / max(tp, 1) * p.count
+    fl = 2.0 * rows * (p.params / max(p.count, 1)) / p.ranks(tp) * p.count
     label = "; ".join(x for x in (got.source, got.scaling, got.note) if x)
     return PartCost(p, rows, r, "native", 1, weight_bytes, 0.0, fl, t_b, t_c, 0.0, 0.0,
                     (e, f"measured: {label}"), f"measured: {label}", (got.fixed_s or 0.0) * share, label, share)

@@ -34,7 +34,7 @@ from typing import Any, Callable
 from advisor.checkpoint.model import ArchInfo
 from advisor.cost.derived import Derived
 from advisor.cost.engine_profile import GIB, MIB, EngineMemory
-from advisor.cost.weights import REPLICATED_SOURCE, WeightModel
+from advisor.cost.weights import WeightModel
 
 ACT_BYTES = 2   # BF16/FP16 activations
 
@@ -139,7 +139,7 @@ def _resident(eng_term: dict, x: MemoryInputs) -> tuple[float, dict[str, Any], l
     if host:
         inputs["on_host"] = host
         sources += [str(r.get("source", "")) for r in on_host.values()]
-    if whole:
+    if whole and x.tp > 1:
         inputs["replicated"] = whole
     return (total - whole) / x.tp + whole, inputs, sorted(set(sources))
 
@@ -160,7 +160,7 @@ def _weights(t: dict, x: MemoryInputs, remaining: float) -> Derived | None:
     formula = "stored weights in the engine's resident layout / N"
     if "replicated" in inputs:
         formula = "(stored weights in the engine's resident layout - replicated) / N + replicated"
-        layout_sources = [*layout_sources, f"replicated: {REPLICATED_SOURCE}"]
+        layout_sources = [*layout_sources, f"replicated: {x.weights.replicated_source()}"]
     return Derived(value, "B", formula, inputs, "; ".join([t["source"], *layout_sources]))
 
 

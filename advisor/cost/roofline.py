@@ -34,6 +34,8 @@ operators are charged what was measured instead of the estimates above, each ker
   decode attention per layer                    floor + KV bytes / (BW e)
   prefill attention per layer and chunk         floor + FLOPs / (peak e)
   GDN layer (decode; prefill per chunk)         floor + state bytes / (BW e); floor + scan FLOPs / (peak e)
+  Mamba2 layer (decode)                         measured conv update + SSM update and gated norm, each at least
+                                                the measured small kernel (advisor.cost.mamba2_cost)
   all-reduce                                    the measured curve at M x hidden x 2 bytes and TP
   elementwise kernels between them (norms,     per layer x the measured small kernel (vLLM static_scaled_fp8_quant)
   rotary + cache write, activation, residual)   at M x hidden, step_overhead.elementwise_kernels_per_layer
@@ -176,7 +178,7 @@ class CostModel:
         fam = efficiency.family(r.mma, r.dequant)
         launches = r.launches(max(1, math.ceil(rows)))
         # one member's shard within L2: a re-launch finds the weights still cached
-        reread = launches if launches > 1 and p.member_bytes / max(tp, 1) > self.eff.l2_bytes else 1
+        reread = launches if launches > 1 and p.member_bytes / p.ranks(tp) > self.eff.l2_bytes else 1
         if r.read_bytes_per_element:          # the engine reads its own layout, not the checkpoint's
             nbytes = elements * r.read_bytes_per_element
         weight_bytes = nbytes * reread
@@ -306,7 +308,9 @@ class CostModel:
         total_bytes += kv_bytes
         st = self.recurrent(tp, kv, draft_tokens=verify_tokens - 1)
         state_bytes = batch * st.step_bytes(verify_tokens) if st is not None else 0.0
-        lin_att = attention_cost.linear_decode(self.rates, self.ops, st, batch, verify_tokens)
+        info = self.arch.linear_state
+        inner = math.ceil(info.num_heads / tp) * info.head_dim if info is not None and info.num_heads else 0
+        lin_att = attention_cost.linear_decode(self.rates, self.ops, st, batch, verify_tokens, inner)
         gpu += lin_att.seconds
         t_bytes += lin_att.t_bytes
         t_floor += lin_att.t_floor
@@ -348,10 +352,10 @@ class CostModel:
         bytes_parts = wm.step_bytes(m, tp)
         elems = wm.step_elements(m, tp)
         flops_tok = wm.flops_per_token(tp)
-        for p in extra:                       # e.g. the MTP head when it drafts
-            bytes_parts[p] = p.stored_bytes / tp
-            elems[p] = p.params / tp
-            flops_tok[p] = 2.0 * p.params / tp
+        for p in extra:                       # e.g. the MTP head when it drafts (replicated groups unsplit)
+            bytes_parts[p] = p.stored_bytes / p.ranks(tp)
+            elems[p] = p.params / p.ranks(tp)
+            flops_tok[p] = 2.0 * p.params / p.ranks(tp)
         t_bytes = t_mma = t_deq = t_exposed = t_floor = calls = gpu = 0.0
         total_bytes = total_flops = 0.0
         unknown: set[str] = set()

@@ -33,6 +33,14 @@ ROW_PARALLEL_ROLES = ("attn_o", "mlp_down", "gdn_out_proj")
 REPLICATED_NAMES = ("fc1_latent_proj", "fc2_latent_proj")
 REPLICATED_SOURCE = ("vllm/model_executor/models/nemotron_h.py:197-213@0.33.0, "
                      "sglang/srt/models/nemotron_h.py:326-339@0.5.23 (ReplicatedLinear)")
+# The MoE router gate, whole on every rank too: vLLM's GateLinear is a ReplicatedLinear
+# (vllm/model_executor/layers/fused_moe/router/gate_linear.py:22@0.33.0; models/qwen3_moe.py:170,
+# nemotron_h.py:159, minimax_m2.py:110, qwen3_next.py:191, gpt_oss.py:382@0.33.0), SGLang's a ReplicatedLinear
+# (sglang/srt/models/qwen3_moe.py:290, nemotron_h.py:265, minimax_m2.py:556@0.5.23; gpt_oss.py:135,257
+# TinyGemmLinear(ReplicatedLinear)@0.5.23).
+REPLICATED_ROLES = ("router",)
+ROUTER_SOURCE = ("vllm/model_executor/layers/fused_moe/router/gate_linear.py:22@0.33.0 "
+                 "(GateLinear(ReplicatedLinear)), sglang/srt/models/qwen3_moe.py:290@0.5.23 (ReplicatedLinear)")
 
 
 @dataclass(frozen=True)
@@ -73,8 +81,8 @@ class Part:
 
     @property
     def replicated(self) -> bool:
-        """Every tensor-parallel rank holds and runs the whole group (REPLICATED_NAMES)."""
-        return self.name.endswith(REPLICATED_NAMES)
+        """Every tensor-parallel rank holds and runs the whole group (REPLICATED_NAMES, REPLICATED_ROLES)."""
+        return self.name.endswith(REPLICATED_NAMES) or self.role in REPLICATED_ROLES
 
     def ranks(self, tp: int) -> int:
         """The ranks this group's weights are split over under ``tp``-way tensor parallelism."""
@@ -141,6 +149,12 @@ class WeightModel:
         """Bytes that live in VRAM (everything loaded, vision tower and MTP included)."""
         whole = sum(p.stored_bytes for p in self.parts if p.replicated)      # every rank holds these
         return sum(p.stored_bytes for p in self.parts if not p.replicated) / tp + whole
+
+    def replicated_source(self) -> str:
+        """The engine lines that make this checkpoint's replicated groups whole on every rank."""
+        cites = ([REPLICATED_SOURCE] if any(p.name.endswith(REPLICATED_NAMES) for p in self.parts) else []) + (
+            [f"router gate: {ROUTER_SOURCE}"] if any(p.role in REPLICATED_ROLES for p in self.parts) else [])
+        return "; ".join(cites)
 
     def fused_call(self, part: Part) -> tuple[int, int, float] | None:
         """(N, K, share) of the one GEMM the engine runs per layer for ``part``: the groups of a merged role

@@ -177,12 +177,16 @@ def _layer_groups(ck: CheckpointInfo, tp: int = 1):
 _ROW_PARALLEL_ROLES = ("attn_o", "gdn_out_proj", "mlp_down")
 _ROW_PARALLEL_NAMES = ("down_proj", "o_proj", "out_proj", "dense_4h_to_h", "fc2", "w2", "attn.proj")
 _REPLICATED_ROLES = ("router",)
+# LatentMoE's projections into and out of the experts' latent width are ReplicatedLinear: every rank runs the
+# whole GEMM (vllm/model_executor/models/nemotron_h.py:197-213@0.33.0, sglang/srt/models/nemotron_h.py:326-339
+# @0.5.23; advisor.cost.weights.REPLICATED_NAMES charges them so).
+_REPLICATED_NAMES = ("fc1_latent_proj", "fc2_latent_proj")
 
 
 def tp_shape(m: ModuleGroup, tp: int) -> tuple[int, int] | None:
     """One member's (N, K) on one GPU: engines gate their kernels on the partition they hold (vLLM:
     output/input_size_per_partition; column-parallel layers split N, row-parallel layers split K)."""
-    if m.shape is None or tp <= 1 or m.role in _REPLICATED_ROLES:
+    if m.shape is None or tp <= 1 or m.role in _REPLICATED_ROLES or m.name.endswith(_REPLICATED_NAMES):
         return m.shape
     n, k = m.shape
     row = m.role in _ROW_PARALLEL_ROLES or (m.role not in ("attn_qkv", "gdn_in_proj", "mlp_gate_up", "lm_head")

@@ -25,6 +25,7 @@ def test_shipped_tables_pass_and_every_file_is_listed():
     for name in mt.FILES:
         assert f"{name}.json:" in run.stdout
     assert "linear_attention" in run.stdout and "elementwise" in run.stdout
+    assert ", mamba2 " in run.stdout and ", mamba2 0," not in run.stdout
 
 
 def test_a_row_without_its_source_fails(tmp_path):
@@ -36,3 +37,17 @@ def test_a_row_without_its_source_fails(tmp_path):
     path.write_text(json.dumps(data))
     run = _smoke(folder)
     assert run.returncode == 1 and "PROBLEM linear_attention.json row 0" in run.stdout
+
+
+def test_a_mamba2_row_from_another_table_fails(tmp_path):
+    """A Mamba2 row must come from mamba2_perf (and a GDN row from gdn_perf): the kinds never mix."""
+    folder = tmp_path / "cal"
+    shutil.copytree(mt.calibration_dir(), folder)
+    path = folder / "linear_attention.json"
+    data = json.loads(path.read_text())
+    rows = data["linear_attention"]
+    i = next(i for i, r in enumerate(rows) if r["kind"] == "mamba2")
+    rows[i]["src"] = rows[i]["src"].replace("mamba2_perf", "gdn_perf")
+    path.write_text(json.dumps(data))
+    run = _smoke(folder)
+    assert run.returncode == 1 and f"PROBLEM linear_attention.json row {i}: kind 'mamba2'" in run.stdout

@@ -39,7 +39,7 @@ def _settings():
 # ---------------------------------------------------------------- the tables
 def test_every_row_has_provenance_and_both_phases_exist():
     for phase in ("decode", "prefill"):
-        rows = mt.linear_tables(phase)
+        rows = [t for t in mt.linear_tables(phase) if t.kind == "gdn"]     # Mamba2: test_cost_mamba2.py
         assert {t.system for t in rows} >= {"h200_sxm", "b200_sxm", "rtx_pro_6000_server"}
         for t in rows:
             assert t.src.startswith(f"{mt.PACKAGE} {mt.PACKAGE_VERSION} ") and "gdn_perf.parquet" in t.src
