@@ -1,0 +1,80 @@
+"""Nemotron-H's routed experts (non-gated ReLU²: SGLang builds them with is_gated=False,
+sglang/srt/models/nemotron_h.py:276-289@0.5.23; vLLM with activation relu2_no_mul,
+vllm/model_executor/models/nemotron_h.py:244@0.33.0) on the B200 (sm_100) and the H200 (sm_90), in BF16,
+ModelOpt FP8 and ModelOpt NVFP4, on the real Nemotron-3-Nano configs (benchmarks/validation_configs/).
+
+The conformance suites run both engines' selection code for the BF16 and NVFP4 configs (their corpus has
+no Nano FP8), and SGLang's harness builds a bare, gated experts layer. What each engine runs was read off
+its source for the non-gated layer:
+
+SGLang 0.5.23
+- BF16, sm_100: the Nemotron-H override sets flashinfer_trtllm (model_overrides/nemotron_h.py:99-106);
+  FusedMoE hands it to UnquantizedFusedMoEMethod (layers/moe/fused_moe_triton/layer.py:434-437, 500-505),
+  which builds the FLASHINFER_TRTLLM runner (quantization/unquant.py:1173-1178) and calls FlashInfer's
+  trtllm_bf16_moe with ActivationType.Relu2 (moe_runner/flashinfer_trtllm.py:717-731, 1714-1728).
+- BF16, sm_90: the override's last branch sets flashinfer_cutlass (nemotron_h.py:116-121); the CUTLASS
+  runner takes Relu2 (moe_runner/flashinfer_cutlass.py:184-205).
+- FP8, sm_100: flashinfer_trtllm kept because the model passes RoutingMethodType.DeepSeekV3
+  (modelopt_quant.py:1356-1363; nemotron_h.py:288), TRT-LLM per-tensor FP8 with Relu2
+  (modelopt_quant.py:1387-1430). sm_90: flashinfer_cutlass (modelopt_quant.py:1433-1456).
+- NVFP4, sm_100: flashinfer_trtllm (Relu2 in flashinfer_trtllm.py:1450); sm_90: marlin
+  (nemotron_h.py:107-115).
+
+vLLM 0.33.0
+- BF16: TrtLlmBf16ExpertsMonolithic on sm_100 (takes RELU2_NO_MUL: experts/trtllm_bf16_moe.py:105-120);
+  sm_90 moves both FlashInfer backends behind Triton (oracle/unquantized.py:76-80).
+- FP8 per-tensor: TrtLlmFp8ExpertsMonolithic on sm_100 (RELU2_NO_MUL: experts/trtllm_fp8_moe.py:175-186,
+  536-565); FlashInferExperts on sm_90 (RELU2_NO_MUL: experts/flashinfer_cutlass_moe.py:142-143, 184-190).
+- NVFP4: TrtLlmNvFp4ExpertsMonolithic on sm_100, HummingIndexedExperts on sm_90 (both in the vLLM
+  conformance cache for this config).
+
+Older SGLang ran other paths for the same checkpoints (see the validation points set apart for it):
+0.5.6.post2-0.5.10 override only ModelOpt checkpoints, to flashinfer_cutlass on every GPU, and leave BF16
+at auto, i.e. Triton fused_moe (server_args.py:1250-1267@0.5.6.post2, :1919-1940@0.5.10).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from advisor.checkpoint.inspect import inspect_checkpoint
+from advisor.gpu_table import get_gpu
+from advisor.kernel_path.explain import explain
+
+CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "validation_configs"
+
+EXPECTED = [
+    # (format, gpu, engine, kernel, tensor-core instruction)
+    ("bf16", "b200", "sglang", "flashinfer_trtllm (BF16 MoE)", "tcgen05_bf16"),
+    ("bf16", "h200-sxm", "sglang", "flashinfer_cutlass (BF16 MoE)", "wgmma_bf16"),
+    ("fp8", "b200", "sglang", "flashinfer_trtllm (FP8 MoE)", "tcgen05_e4m3"),
+    ("fp8", "h200-sxm", "sglang", "flashinfer_cutlass (FP8 MoE)", "wgmma_e4m3"),
+    ("nvfp4", "b200", "sglang", "flashinfer_trtllm (NVFP4 MoE)", None),
+    ("nvfp4", "h200-sxm", "sglang", "Marlin MoE (NVFP4 W4A16)", None),
+    ("bf16", "b200", "vllm", "FLASHINFER_TRTLLM (TrtLlmBf16ExpertsMonolithic)", "tcgen05_bf16"),
+    ("bf16", "h200-sxm", "vllm", "TRITON (TritonExperts)", None),
+    ("fp8", "b200", "vllm", "FLASHINFER_TRTLLM (TrtLlmFp8ExpertsMonolithic)", "tcgen05_e4m3"),
+    ("fp8", "h200-sxm", "vllm", "FLASHINFER_CUTLASS (FlashInferExperts)", "wgmma_e4m3"),
+    ("nvfp4", "b200", "vllm", "FLASHINFER_TRTLLM (TrtLlmNvFp4ExpertsMonolithic)", None),
+    ("nvfp4", "h200-sxm", "vllm", "HUMMING (HummingIndexedExperts)", None),
+]
+
+
+def _experts(fmt: str, gpu: str, engine: str):
+    folder = CONFIGS / f"nemotron-3-nano-30b-a3b-{fmt}"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} missing")
+    exp = explain(inspect_checkpoint(str(folder)), get_gpu(gpu), engine=engine)
+    return [d for d in exp.decisions if d.layer_class == "moe_experts"]
+
+
+@pytest.mark.parametrize("fmt,gpu,engine,kernel,mma", EXPECTED)
+def test_nemotron_h_non_gated_experts_run_the_engines_kernel(fmt, gpu, engine, kernel, mma):
+    experts = _experts(fmt, gpu, engine)
+    assert experts, "no routed-experts decision"
+    for d in experts:
+        assert d.kernel == kernel and d.runs
+        if mma is not None:
+            assert d.mma == mma
