@@ -188,6 +188,10 @@ def main() -> int:
     ap.add_argument("--keep", help="build the checkpoints here and keep them")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one run, no targets (CI)")
     args = ap.parse_args()
+    # bytecode present, as the set-up leaves it (.ci/dev runs compileall): under PYTHONDONTWRITEBYTECODE the
+    # fresh processes would compile every module edited since set-up, on every run
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", "advisor", "launchers", "profiles",
+                    "kernels"], cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
     if args.smoke:
         args.runs, args.sizes = 1, "300,900"
     sizes = [int(s) for s in args.sizes.split(",")]
