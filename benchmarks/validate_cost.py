@@ -21,6 +21,11 @@ chunked-prefill size of the engine's batch-default tier for the card, CUDA graph
 default, the engine's KV dtype, max running requests = the concurrency; only the memory share is left to
 plan (the engine default, raised only where the workload would not fit at it).
 
+Kernels the measured version ran by default: where the source's engine version defaults to another kernel
+than the rules plan encodes, and the newest rules reach that same kernel through an engine flag, the point
+pins it (KERNEL_FLAGS, e.g. `moe_backend: flashinfer_cutlass`) and says why from the older version's source
+(`<flag>_why`): plan then costs the kernel the measurement ran instead of being set apart.
+
 Usage: python benchmarks/validate_cost.py [--points FILE] [--markdown] [--json]
 """
 
@@ -47,6 +52,11 @@ FLAGS = {
     "draft_tokens": ("draft_tokens", int, "0: speculative decoding off"),
     "nvlink": ("nvlink", bool, "the GPUs are NVLink-bridged (false: PCIe only)"),
     "kv_cache_dtype": ("kv_cache_dtype", str, "--kv-cache-dtype (default: auto, the engine's default)"),
+}
+# kernels the measured engine version ran by default, pinned through the newest rules' engine flag:
+# field -> what the flag is; a pin needs `<field>_why` (the older version's source lines)
+KERNEL_FLAGS = {
+    "moe_backend": "vLLM --moe-backend: the MoE kernel the measured version's oracle chose",
 }
 REQUIRED = ("id", "url", "quote", "gpu", "engine", "model", "config", "tp", "concurrency", "input_tokens",
             "output_tokens", "metric", "measured")
@@ -87,6 +97,12 @@ def load_points(path: Path) -> list[dict]:
         for name, (_, kind, what) in FLAGS.items():
             if name in p and not _flag_ok(p[name], kind):
                 raise BadInput(f"point {p['id']}: {name} must be {kind.__name__} ({what}), got {p[name]!r}",
+                               path=str(path))
+        for name, what in KERNEL_FLAGS.items():
+            if name in p and not _flag_ok(p[name], str):
+                raise BadInput(f"point {p['id']}: {name} must be str ({what}), got {p[name]!r}", path=str(path))
+            if name in p and not (isinstance(p.get(f"{name}_why"), str) and p[f"{name}_why"].strip()):
+                raise BadInput(f"point {p['id']}: {name} needs {name}_why (the measured version's source lines)",
                                path=str(path))
         if "set_apart" in p and not (isinstance(p["set_apart"], str) and p["set_apart"].strip()):
             raise BadInput(f"point {p['id']}: set_apart must say why (a sentence)", path=str(path))
@@ -135,6 +151,17 @@ def serving_overrides(p: dict, defaults: dict | None = None):
     return Overrides(**fixed)
 
 
+def install_options(p: dict, overrides):
+    """The engine flags `plan` explains the kernel path under: the kernels the point pins (KERNEL_FLAGS),
+    else None (plan's own default: the install as shipped, the overrides' KV dtype and TP)."""
+    from advisor.kernel_path.options import InstallOptions
+
+    flags = tuple((name, str(p[name])) for name in KERNEL_FLAGS if name in p)
+    if not flags:
+        return None
+    return InstallOptions(kv_cache_dtype=overrides.kv_cache_dtype, tp=overrides.tp, flags=flags)
+
+
 def checkpoint_path(config: str) -> str:
     return config if config.startswith("demo:") else str(CONFIGS / config)
 
@@ -152,7 +179,7 @@ def predict(p: dict) -> Result:
     overrides = serving_overrides(p, engine_defaults(p))
     checkpoint = inspect_checkpoint(checkpoint_path(p["config"]))
     _, plan = explain_and_plan(checkpoint, get_gpu(p["gpu"]), gpus=int(p["tp"]), engine=p["engine"],
-                               workload=workload, overrides=overrides)
+                               workload=workload, overrides=overrides, options=install_options(p, overrides))
     pr = plan.predictions
     metric = p["metric"]
     if metric == "decode_tok_s":
