@@ -36,19 +36,20 @@ def test_a_pinned_kernel_must_be_a_name_and_say_why(tmp_path, extra, message):
         vc.load_points(f)
 
 
-def test_the_pinned_kernel_reaches_the_kernel_path_plan_costs():
+@pytest.mark.parametrize("pid", [PEAK, "b200x2-nemotron-3-nano-fp8-vllm-peak"])
+def test_the_pinned_kernel_reaches_the_kernel_path_plan_costs(pid):
     from advisor.checkpoint.inspect import inspect_checkpoint
     from advisor.gpu_table import get_gpu
     from advisor.kernel_path.explain import explain
 
-    point = _shipped(PEAK)
+    point = _shipped(pid)
     overrides = vc.serving_overrides(point, vc.engine_defaults(point))
     assert vc.install_options({k: v for k, v in point.items() if k != "moe_backend"}, overrides) is None
     options = vc.install_options(point, overrides)
     assert options.flag("moe_backend") == "flashinfer_cutlass"
     assert (options.tp, options.kv_cache_dtype) == (overrides.tp, overrides.kv_cache_dtype)
     exp = explain(inspect_checkpoint(vc.checkpoint_path(point["config"])), get_gpu(point["gpu"]),
-                  engine="vllm", options=options)
+                  gpus=int(point["tp"]), engine="vllm", options=options)
     experts = [d for d in exp.decisions if d.layer_class == "moe_experts"]
     assert experts and all(d.kernel == "FLASHINFER_CUTLASS (FlashInferExperts)" and d.runs for d in experts)
 
