@@ -7,8 +7,8 @@ served from the cache and an unwritable or unreadable cache dir costs speed only
   libyaml on a busy machine, its JSON in ~2 ms). The callers validate it as they validate a fresh
   parse, so a damaged entry cannot pass for a good profile. Only data JSON carries exactly is
   stored (a YAML date or an integer mapping key would come back changed: parsed every time).
-- ``validated``: an engine rule file's validated pydantic object (pickle), keyed by the file's name
-  and text and the source of the modules that define the schema.
+- ``validated``: an engine rule file's validated object (pickle of advisor.kernel_path.rule_records,
+  no pydantic), keyed by the file's name and text and the source of the modules that define the schema.
 
 NVFP4_ADVISOR_NO_CACHE=1 turns both off.
 """
@@ -66,7 +66,8 @@ def _store(entry: Path, data: Any) -> None:
 # ---------------------------------------------------------------- validated objects
 # A rule file validated once is kept as its validated object (pickle): a later start skips the YAML, the
 # validation and, with the models' defer_build, pydantic's schema building (on a busy 2-core box: importing
-# advisor.kernel_path.rules 0.6 -> 0.2 s, loading the vLLM rules 0.37 -> 0.03 s).
+# advisor.kernel_path.rules 0.6 -> 0.2 s, loading the vLLM rules 0.37 -> 0.03 s); kept as plain records
+# (advisor.kernel_path.rule_records), a hit imports neither pydantic nor the schema.
 # The key holds the file's name and text and the source of every module that defines or constrains the
 # schema, so an edited file or an edited model validates again. The entry is as trusted as the bytecode
 # in __pycache__: both live where only this user writes.
@@ -100,19 +101,37 @@ def _validated_entry(path: str, text: str, schema_modules: tuple[str, ...]) -> P
 
     h = hashlib.sha256(f"{FORMAT}\0{sys.version}\0{Path(path).name}\0{text}".encode("utf-8", "surrogatepass"))
     for name in schema_modules:
-        mod = sys.modules.get(name)
-        version = getattr(mod, "__version__", None) or getattr(mod, "VERSION", None)
-        if version is not None:
-            h.update(str(version).encode())
-            continue
-        source = getattr(mod, "__file__", None)
-        if not isinstance(source, str):
+        source = _source_file(name)
+        if source is None:
             return None                        # cannot tell the schema apart: no cache
+        # a package (pydantic) by its __init__ and its version.py, where one is
+        files = [source] + ([source.with_name("version.py")] if source.name == "__init__.py" else [])
         try:
-            h.update(Path(source).read_bytes())
+            for f in files:
+                if f is source or f.is_file():
+                    h.update(f.read_bytes())
         except OSError:
             return None
     return cache_dir().parent / "validated" / f"{Path(path).stem}-{h.hexdigest()[:32]}.pickle"
+
+
+def _source_file(name: str) -> Path | None:
+    """The file module NAME runs from, without importing it when it is not imported yet (a cache hit
+    must not import pydantic or the schema just to compute its key)."""
+    import sys
+
+    mod = sys.modules.get(name)
+    if mod is not None:
+        source = getattr(mod, "__file__", None)
+    else:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+        source = spec.origin if spec is not None and spec.has_location else None
+    return Path(source) if isinstance(source, str) else None
 
 
 def write_atomic(entry: Path, blob: bytes) -> None:

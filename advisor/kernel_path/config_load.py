@@ -11,7 +11,7 @@ is built unquantized. Pure over frozen inputs.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from advisor.checkpoint.declared import DeclaredQuant, QuantDeclaration
 from advisor.checkpoint.model import CheckpointInfo
@@ -19,8 +19,11 @@ from advisor.checkpoint.schemes import FOREIGN_LABELS
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import LayerDecision, ModelLoad
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import Failure, RuleFile
 from advisor.kernel_path.gates import Context, LayerFacts, gates_pass
+
+if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
+    # models' fields without pydantic
+    from advisor.kernel_path.rules import Failure, RuleFile
 
 _UNQUANTIZED = ("BF16", "FP16")
 

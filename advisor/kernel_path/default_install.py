@@ -7,10 +7,13 @@ b12x package is present exactly when FlashInfer is, because the FlashInfer wheel
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.kernel_path.options import DEPENDENCY_FACTS, InstallOptions
-from advisor.kernel_path.rules import RuleFile
+
+if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
+    # models' fields without pydantic
+    from advisor.kernel_path.rules import RuleFile
 
 
 def resolve_install(rules: RuleFile, options: InstallOptions) -> InstallOptions:

@@ -3,7 +3,11 @@ rather than silently ignored (e.g. VLLM_MARLIN_INPUT_DTYPE, which the rules do n
 
 from __future__ import annotations
 
-from advisor.kernel_path.rules import Gate, RuleFile
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
+    # models' fields without pydantic
+    from advisor.kernel_path.rules import RuleFile
 
 
 def _gates(rules: RuleFile):
@@ -25,9 +29,8 @@ def env_names_read(rules: RuleFile) -> frozenset[str]:
     names = set(rules.env_defaults)
     names.update(p.disable_env for p in rules.paths if p.disable_env)
     for g in _gates(rules):
-        if isinstance(g, Gate):
-            names.update(g.env_in or {})
-            names.update(g.env_not_in or {})
+        names.update(g.env_in or {})
+        names.update(g.env_not_in or {})
     return frozenset(names)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, cast
+from typing import TYPE_CHECKING, Iterable, cast
 
 from advisor.checkpoint.model import ActQuant, CheckpointInfo, ModuleGroup, WeightQuant
 from advisor.errors import UsageError
@@ -20,11 +20,14 @@ from advisor.kernel_path.config_load import (engine_kv_cache, engine_view, layer
 from advisor.kernel_path.model import (CoveredModule, EngineWarning, Explanation, LayerClass, LayerDecision,
                                       ModelLoad)
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import RuleFile
 from advisor.kernel_path.rule_files import load_rules
 from advisor.kernel_path.gates import Context, LayerFacts, dependency_state, gates_pass
 from advisor.kernel_path.select import select
 from advisor.kernel_path.summary import summarize
+
+if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
+    # models' fields without pydantic
+    from advisor.kernel_path.rules import RuleFile
 
 # Which layer class each checkpoint role belongs to (roles that are no GEMM are skipped).
 ROLE_CLASS = {

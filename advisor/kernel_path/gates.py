@@ -10,10 +10,13 @@ Over 400 lines because it holds all 42 conditions, a few lines each: one place t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from advisor.kernel_path.options import InstallOptions
-from advisor.kernel_path.rules import Dependency, Gate, RuleFile
+
+if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
+    # models' fields without pydantic
+    from advisor.kernel_path.rules import Dependency, Gate, RuleFile
 
 
 @dataclass(frozen=True)

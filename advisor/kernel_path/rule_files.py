@@ -1,6 +1,6 @@
 """Loading engine rule files: read, `extends:` chains patched, validated against the schema
-(advisor.kernel_path.rules) once per file version (advisor.profile_cache), the version chosen by
-advisor.kernel_path.rule_versions.
+(advisor.kernel_path.rules) once per file version (advisor.profile_cache) and returned as
+advisor.kernel_path.rule_records, the version chosen by advisor.kernel_path.rule_versions.
 """
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import BadInput
 from advisor.kernel_path.rule_versions import engines_dir, resolve_version
-from advisor.kernel_path.rules import RuleFile
 from advisor.yamlio import parse_yaml
+
+if TYPE_CHECKING:   # annotations only: what loading returns is advisor.kernel_path.rule_records
+    from advisor.kernel_path.rules import RuleFile
 
 
 def load_rule_file(path: Path) -> RuleFile:
@@ -23,8 +23,8 @@ def load_rule_file(path: Path) -> RuleFile:
 
 
 # What a validated rule file depends on besides its text (advisor.profile_cache keys on their source).
-_SCHEMA_MODULES = (__name__, "advisor.kernel_path.rules", "advisor.checkpoint.model", "advisor.kernel_path.model",
-                   "advisor.kernel_path.options", "pydantic")
+_SCHEMA_MODULES = (__name__, "advisor.kernel_path.rules", "advisor.kernel_path.rule_records",
+                   "advisor.checkpoint.model", "advisor.kernel_path.model", "advisor.kernel_path.options", "pydantic")
 
 
 @functools.lru_cache(maxsize=32)
@@ -107,6 +107,12 @@ def _patched(base: dict, patch: dict, path: str) -> dict:
 
 def _validate_chain(path: str, chain: list[tuple[str, str]]) -> RuleFile:
     """The rule file at ``path``: the last file of its extends chain patched by each one before it."""
+    # the schema and pydantic only here: a rule file found in the cache needs neither (~50 ms of imports)
+    from pydantic import ValidationError
+
+    from advisor.kernel_path import rules as schema
+    from advisor.kernel_path.rule_records import record
+
     files = [(where, _parse(where, text)) for where, text in chain]
     for where, raw in files:
         if not isinstance(raw, dict):
@@ -117,7 +123,7 @@ def _validate_chain(path: str, chain: list[tuple[str, str]]) -> RuleFile:
     for where, patch in reversed(files[:-1]):
         raw = _patched(raw, patch, where)
     try:
-        rules = RuleFile.model_validate(raw)
+        rules = schema.RuleFile.model_validate(raw)
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
@@ -126,7 +132,7 @@ def _validate_chain(path: str, chain: list[tuple[str, str]]) -> RuleFile:
     stem = Path(path).stem
     if stem != f"{rules.engine}-{rules.version}":
         raise BadInput(f"file name must be {rules.engine}-{rules.version}.yaml", path=path)
-    return rules
+    return record(rules)
 
 
 def load_rules(engine: str, version: str | None = None, folder: Path | None = None) -> tuple[RuleFile, str | None]:

@@ -5,8 +5,9 @@ each candidate issues, where dequantization happens, warnings with their meaning
 candidate whose engine switches kernels by the number of rows M lists them in ``rows`` (bands below
 a threshold, each with its kernel, MMA, dequant location and source line).
 Loading (advisor.kernel_path.rule_files) validates every key (unknown keys are errors) and reports the
-file on failure. One model per YAML construct, all in this module: the whole format reads in one place
-(which is why it runs past 400 lines).
+file on failure, then returns the validated file as advisor.kernel_path.rule_records (the same class
+and attribute names, without pydantic). One model per YAML construct, all in this module: the whole
+format reads in one place (which is why it runs past 400 lines).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from advisor.checkpoint.model import SCHEMES
 from advisor.kernel_path.model import LAYER_CLASSES, MMA_CLASSES
 from advisor.kernel_path.options import DEPENDENCY_FACTS
+from advisor.kernel_path.rule_records import GATE_SCOPE_KEYS, MmaSpec
 from advisor.kernel_path.rule_versions import ENGINES
 
 DEQUANT = ("none", "registers", "memory", "cpu")
@@ -42,8 +44,6 @@ class ModelExclusion(_Strict):
     sm_max: int = 999
 
 
-# keys that scope or explain a gate; every other key of Gate is a condition
-GATE_SCOPE_KEYS = frozenset({"why", "if_sm_min", "if_sm_max", "if_family_in", "if_kv_dtype_in"})
 
 
 class Gate(_Strict):
@@ -148,9 +148,6 @@ class Crash(Failure):
 
 class Refusal(Failure):
     unless: list[Gate] = Field(min_length=1)  # any fails: the engine refuses before kernel choice
-
-
-MmaSpec = Union[str, dict[str, str]]
 
 
 def _check_mma(v: MmaSpec) -> MmaSpec:

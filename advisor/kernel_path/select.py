@@ -6,10 +6,16 @@ the environment. Every rejected candidate carries the reason of the first gate i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from advisor.kernel_path.gates import Context, LayerFacts, dependency_state, describe, gates_pass, in_scope
 from advisor.kernel_path.model import (CoveredModule, EngineWarning, KernelRange, LayerClass, LayerDecision, MmaClass,
                                        Rejection, is_layer_class, is_mma_class)
-from advisor.kernel_path.rules import Candidate, Failure, MmaSpec, PathRule, Warn
+from advisor.kernel_path.rule_records import MmaSpec
+
+if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
+    # models' fields without pydantic
+    from advisor.kernel_path.rules import Candidate, Failure, PathRule, Warn
 
 
 def resolve_mma(c: Candidate, sm: int) -> MmaClass:

@@ -9,13 +9,25 @@ import pytest
 
 from advisor.errors import BadInput
 from advisor.kernel_path.rule_files import load_rule_file, load_rules
+from advisor.kernel_path.rule_records import Record
 from advisor.kernel_path.rule_versions import engines_dir
 
 
 
+def _plain(obj):
+    """A loaded rule-file record as the data it was read from (unset keys left out)."""
+    if isinstance(obj, Record):
+        return {k: _plain(v) for k, v in vars(obj).items() if v is not None}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj
+
+
 def _path_yaml(rules, pid: str, **changes) -> str:
     """One path of ``rules`` as a YAML list item (JSON is YAML), with ``changes``."""
-    rule = next(p for p in rules.paths if p.id == pid).model_dump(mode="json", exclude_none=True)
+    rule = _plain(next(p for p in rules.paths if p.id == pid))
     return "\n  - " + json.dumps({**rule, **changes})
 
 
