@@ -57,7 +57,7 @@ def _run(code: str, cache: str, *args: str, no_cache: bool = False) -> subproces
 
 
 def _store_files(cache) -> list:
-    return sorted((cache / "nvfp4-advisor" / "code").glob("*.marshal"))
+    return sorted((cache / "nvfp4-advisor" / "code").rglob("*.marshal"))
 
 
 def test_classes_from_stored_code_are_the_classes_a_compile_builds(tmp_path):
