@@ -202,6 +202,8 @@ def read_snapshot(
     """
     process_name = process_name or default_process_name
     if nvml is None:
+        if _no_nvml_library():     # no driver: pynvml's answer without its import (~10 ms of a cold plan)
+            return _empty("no-driver", f"no NVIDIA driver found ({_LIBRARY_NOT_FOUND})")
         try:
             nvml = load_pynvml()
         except ImportError as err:
@@ -224,6 +226,34 @@ def read_snapshot(
             nvml.nvmlShutdown()
         except nvml.NVMLError:
             pass
+
+
+# str() of pynvml's NVMLError_LibraryNotFound, which nvmlInit raises when its dlopen fails (nvidia-ml-py
+# 13.x; tests/probe check it against the installed pynvml)
+_LIBRARY_NOT_FOUND = "NVML Shared Library Not Found"
+
+
+def _no_nvml_library() -> bool:
+    """True when pynvml is installed, not imported yet, and would not find the NVML library: the dlopen
+    its nvmlInit makes first (``libnvidia-ml.so.1``; Windows looks elsewhere and is left to pynvml)."""
+    import sys
+
+    if "pynvml" in sys.modules or sys.platform[:3] == "win":
+        return False               # imported already (or a test's replay): ask it
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("pynvml") is None:
+            return False           # not installed: load_pynvml says so
+    except (ImportError, ValueError):
+        return False
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return True
+    return False
 
 
 def _empty(status: str, message: str) -> RawSnapshot:
