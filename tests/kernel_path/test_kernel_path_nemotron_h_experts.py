@@ -28,6 +28,23 @@ vLLM 0.33.0
 - NVFP4: TrtLlmNvFp4ExpertsMonolithic on sm_100, HummingIndexedExperts on sm_90 (both in the vLLM
   conformance cache for this config).
 
+What FlashInfer does with the non-gated call (read in the wheels the engines pin: vLLM 0.33.0 requires
+flashinfer-python==0.7.2.post1, SGLang 0.5.23 flashinfer_python[cu13]==0.7.2; the rule notes carry the
+path:line@version citations). Our rules agree with what runs; nothing refuses or falls back:
+- FP8 per-tensor, TRT-LLM, sm_100: the only check on a non-gated activation is in trtllm_get_valid_moe_configs
+  ("FP8 per-tensor currently supports gated activations only", trtllm_fused_moe_kernel_launcher.cu:6137-6141
+  @0.7.2, :6375-6379@0.7.2.post1), which only the autotuner calls; MoERunner.get_valid_tactics catches it and
+  returns [] (fused_moe/backends/trtllm/sm100_runner.py:231-240), the autotuner then keeps tactic -1
+  (autotuner/autotuner.py:2598-2609), and the launch (trtllm_fp8_per_tensor_scale_moe, launcher.cu:5305-5408
+  @0.7.2) checks dtypes only, takes the default tile and config and builds a ReLU2-epilogue GEMM1
+  (trtllm_fused_moe_runner.cu:130-141, 195-220@0.7.2). The kernel the rules name runs, with an untuned tactic:
+  upstream removed this check as a silent perf bug (flashinfer#2882) and #3153 restored it before 0.7.2.
+- BF16 and NVFP4, TRT-LLM, sm_100: no activation check in either launcher or tactic list beyond SwiGLU-only
+  alpha/beta/clamp parameters (BF16) and SwigluStep (FP4, 0.7.2.post1), which the engines do not use here.
+- FlashInfer CUTLASS, sm_90 (FP8 both engines, BF16 SGLang): Relu2 is in the activation-kernel table
+  (cutlass_fused_moe_kernels.cuh:2707-2710); only ClampedRelu2 is refused off SM10x.
+The Relu2 E4M3 cubin list (flashinferMetaInfo.h) is a downloaded artifact, not in the wheel: not read.
+
 Older SGLang ran other paths for the same checkpoints (see the validation points set apart for it):
 0.5.6.post2-0.5.10 override only ModelOpt checkpoints, to flashinfer_cutlass on every GPU, and leave BF16
 at auto, i.e. Triton fused_moe (server_args.py:1250-1267@0.5.6.post2, :1919-1940@0.5.10).
@@ -78,3 +95,14 @@ def test_nemotron_h_non_gated_experts_run_the_engines_kernel(fmt, gpu, engine, k
         assert d.kernel == kernel and d.runs
         if mma is not None:
             assert d.mma == mma
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_fp8_trtllm_experts_cite_flashinfers_untuned_non_gated_path(engine):
+    """The FP8 sm_100 choice rests on FlashInfer running non-gated per-tensor FP8 although its tactic list
+    refuses it; the decision says so, with the FlashInfer line the engine's wheel has."""
+    line = {"sglang": "trtllm_fused_moe_kernel_launcher.cu:6130-6141@flashinfer-python-0.7.2",
+            "vllm": "trtllm_fused_moe_kernel_launcher.cu:6368-6379@flashinfer-python-0.7.2.post1"}[engine]
+    for d in _experts("fp8", "b200", engine):
+        text = " ".join(d.reasons)
+        assert line in text and "untuned" in text, d.reasons
