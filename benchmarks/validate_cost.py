@@ -23,8 +23,8 @@ plan (the engine default, raised only where the workload would not fit at it).
 
 Kernels the measured version ran by default: where the source's engine version defaults to another kernel
 than the rules plan encodes, and the newest rules reach that same kernel through an engine flag, the point
-pins it (KERNEL_FLAGS, e.g. `moe_backend: flashinfer_cutlass`) and says why from the older version's source
-(`<flag>_why`): plan then costs the kernel the measurement ran instead of being set apart.
+pins it (KERNEL_FLAGS: vLLM's `moe_backend`, SGLang's `moe_runner_backend`) and says why from the older
+version's source (`<flag>_why`): plan then costs the kernel the measurement ran instead of being set apart.
 
 Usage: python benchmarks/validate_cost.py [--points FILE] [--markdown] [--json]
 """
@@ -54,9 +54,13 @@ FLAGS = {
     "kv_cache_dtype": ("kv_cache_dtype", str, "--kv-cache-dtype (default: auto, the engine's default)"),
 }
 # kernels the measured engine version ran by default, pinned through the newest rules' engine flag:
-# field -> what the flag is; a pin needs `<field>_why` (the older version's source lines)
+# field -> (the engine whose flag it is, what the flag is); a pin needs `<field>_why` (the older version's
+# source lines). The field is the rule file's flag name (profiles/engines/*.yaml `flags:`), so a pin on
+# another engine's point would reach no rule: the loader refuses it.
 KERNEL_FLAGS = {
-    "moe_backend": "vLLM --moe-backend: the MoE kernel the measured version's oracle chose",
+    "moe_backend": ("vllm", "vLLM --moe-backend: the MoE kernel the measured version's oracle chose"),
+    "moe_runner_backend": ("sglang", "SGLang --moe-runner-backend: the MoE runner the measured version's "
+                                     "server arguments chose"),
 }
 REQUIRED = ("id", "url", "quote", "gpu", "engine", "model", "config", "tp", "concurrency", "input_tokens",
             "output_tokens", "metric", "measured")
@@ -98,12 +102,15 @@ def load_points(path: Path) -> list[dict]:
             if name in p and not _flag_ok(p[name], kind):
                 raise BadInput(f"point {p['id']}: {name} must be {kind.__name__} ({what}), got {p[name]!r}",
                                path=str(path))
-        for name, what in KERNEL_FLAGS.items():
+        for name, (engine, what) in KERNEL_FLAGS.items():
             if name in p and not _flag_ok(p[name], str):
                 raise BadInput(f"point {p['id']}: {name} must be str ({what}), got {p[name]!r}", path=str(path))
             if name in p and not (isinstance(p.get(f"{name}_why"), str) and p[f"{name}_why"].strip()):
                 raise BadInput(f"point {p['id']}: {name} needs {name}_why (the measured version's source lines)",
                                path=str(path))
+            if name in p and p["engine"] != engine:
+                raise BadInput(f"point {p['id']}: {name} is {engine}'s flag ({what}); this point's engine is "
+                               f"{p['engine']}", path=str(path))
         if "set_apart" in p and not (isinstance(p["set_apart"], str) and p["set_apart"].strip()):
             raise BadInput(f"point {p['id']}: set_apart must say why (a sentence)", path=str(path))
         ids.add(p["id"])
