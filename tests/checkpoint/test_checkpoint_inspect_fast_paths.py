@@ -71,7 +71,7 @@ def _header(rng: random.Random) -> tuple[str, int]:
         pos += nb
     rng.shuffle(ents)
     buf = pos
-    odd = [0, 1, -1, "", "1", [], {}, [1], 2**64, 2**64 - 1, 7]
+    odd = [0, 1, -1, "", "1", [], {}, [1], 2**64, 2**64 - 1, 7, True, False, None]
     for _ in range(rng.choice((0, 1, 1, 2))):
         e = rng.choice(ents)[1]
         k = rng.randint(0, 9)
@@ -121,6 +121,26 @@ def test_the_plain_header_fast_path_agrees_with_the_full_check(monkeypatch):
         assert _parse(raw, buf) == with_fast, text
         monkeypatch.undo()
     assert 500 < fast < 3000        # both paths taken
+
+
+@pytest.mark.parametrize("literal", ["true", "false", "null", "-0"])
+def test_json_literals_in_a_shape_are_refused_as_the_full_check_refuses_them(monkeypatch, literal):
+    # the fast path no longer searches the text for true/false/null: a True after a 1 in the same place
+    # must not pass as the shape [1, 4] already seen (True == 1 and hashes alike)
+    text = ('{"a":{"dtype":"U8","shape":[1,4],"data_offsets":[0,4]},'
+            f'"b":{{"dtype":"U8","shape":[{literal},4],"data_offsets":[4,8]}}}}')
+    raw = text.encode()
+    assert sh._plain_header(raw, text, 8) is None
+    with pytest.raises(BadInput, match="shape"):
+        sh.parse_header_bytes(raw, 8, "x.safetensors")
+
+
+def test_a_dash_or_backslash_in_a_name_keeps_the_fast_path():
+    text = ('{"a-1.w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},'
+            '"b\\\\c":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}')
+    assert json.loads(text).keys() == {"a-1.w", "b\\c"}
+    fast = sh._plain_header(text.encode(), text, 8)
+    assert fast is not None and list(fast[0]) == ["a-1.w", "b\\c"]
 
 
 def _linear(pos: int, prefix: str, scale_at: int | None = None):
