@@ -47,3 +47,19 @@ def test_records_are_read_only_and_compare_by_class_and_fields():
     assert gate.condition == "sm_min"
     fields = {"text": "t", "meaning": "m", "source": "s"}
     assert rule_records.Warn(dict(fields)) != rule_records.Failure(dict(fields))
+
+
+def test_every_schema_model_has_its_record_class():
+    """record() looks each validated model's class up by name: a model added to the schema needs one here."""
+    from pydantic import BaseModel
+
+    models = {name: cls for name, cls in vars(schema).items()
+              if isinstance(cls, type) and issubclass(cls, BaseModel) and cls.__module__ == schema.__name__
+              and not name.startswith("_")}
+    assert models, "no models found in advisor.kernel_path.rules"
+    for name, model in models.items():
+        rec = getattr(rule_records, name, None)
+        assert isinstance(rec, type) and issubclass(rec, Record), name
+        for base in model.__mro__[1:]:              # Crash and Refusal are Failures there and here
+            if base.__module__ == schema.__name__ and base.__name__ in models:
+                assert issubclass(rec, getattr(rule_records, base.__name__)), (name, base.__name__)
