@@ -119,3 +119,8 @@ def _save() -> None:
         except ValueError:
             continue
         write_atomic(Path(_path(module)), blob)
+    if _store is not None:
+        try:                               # the one-file store of earlier versions (same name + .marshal):
+            os.unlink(_store + ".marshal")     # nothing reads it any more; it held every command's code
+        except OSError:
+            pass

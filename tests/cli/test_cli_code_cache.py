@@ -79,6 +79,15 @@ def test_a_damaged_store_costs_speed_only_and_is_replaced(tmp_path):
     assert json.loads(_run(CLASSES, str(tmp_path)).stdout)["from_store"] is True
 
 
+def test_a_save_removes_the_one_file_store_of_earlier_versions(tmp_path):
+    legacy = tmp_path / "nvfp4-advisor" / "code" / f"dataclasses-{sys.implementation.cache_tag}.marshal"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(b"x" * 1000)
+    _run(CLASSES, str(tmp_path))                                 # compiles new code, so it saves
+    assert not legacy.exists()
+    assert _store_files(tmp_path)                                # the per-module files are written instead
+
+
 def test_plan_json_is_the_same_document_with_the_store_filled_empty_or_off(tmp_path):
     argv = ["-m", "advisor", "plan", "demo:qwen3-8b-nvfp4", "--gpu", "rtx-3090", "--engine", "vllm", "--json"]
     run = [sys.executable, *argv]
