@@ -254,6 +254,61 @@ def fit_fixed_and_efficiency(t: np.ndarray, roof: np.ndarray) -> tuple[float, fl
     return float(fixed), min(E_MAX, 1.0 / float(slope))
 
 
+# Gating of the measured rows. No moe_perf column says it; the collector that wrote a row decides it:
+# - TRT-LLM labels its non-gated rows: source = "moe_torch_flow_nongated" when not is_gated, is_gated False for
+#   the models in NON_GATED_MOE_MODELS = ["Nemotron-3"] (collector/trtllm/collect_moe.py:42, 364-377, 783-784).
+# - SGLang 0.5.14 and vLLM 0.24.0 keep one kernel_source for both and take the gating from the model case: SGLang's
+#   collector reads sglang_moe_is_gated (collector/case_generator.py:1560), false for every MoE entry of
+#   collector/cases/models/NemotronHForCausalLM_cases.yaml (the only case file that sets it), and sizes the
+#   experts with it (collector/sglang/collect_moe.py:283, 1132: (2 if is_gated else 1) x inter; FusedMoE(is_gated=)
+#   :583); vLLM's collector gives nemotron_h the activation "<mlp_hidden_act>_no_mul" (collector/vllm/
+#   collect_moe.py:141-146), which vLLM's MoEActivation.is_gated reads as non-gated (not value.endswith("_no_mul"),
+#   vllm/model_executor/layers/fused_moe/activation.py). Both collectors came with their version's data
+#   (ai-dynamo/aiconfigurator e23be5a79, SGLang 0.5.14; d5bad971c, vLLM 0.24.0).
+# - Older versions' collectors built every expert gated: SGLang before 0.5.14 passed 2 x inter to its Triton
+#   benchmark for every model (collect_moe.py:1492, 1517@e23be5a79^), vLLM before 0.24 allocated
+#   w1 [experts, 2 x inter, hidden] (collect_moe.py:115@5ef50c9b9, vLLM 0.14).
+# So a row at a Nemotron-H case shape (hidden, inter, topk, experts), as those case files list it, is non-gated
+# from SGLang >= 0.5.14 and vLLM >= 0.24.0. Checked against the rows themselves: in every mixed table, the
+# Nemotron-H rows time at 0.9-1.2x a fit over the table's other shapes with 2 matrices, 0.65-0.9x with 3.
+NEMOTRON_H_MOE_SHAPES = {(2688, 1856, 6, 128), (4096, 2688, 22, 512), (1024, 2688, 22, 512),
+                         (8192, 5120, 22, 512), (2048, 5120, 22, 512)}
+NON_GATED_FROM = {"sglang": Version("0.5.14"), "vllm": Version("0.24.0")}
+# Rows no collector source we can read accounts for, left out of the fits: SGLang 0.5.14's Nemotron-3-Super
+# latent shape in BF16/FP8-block, appended 2026-08-24 from AIConfigurator revision 1982d8d4 (h100_sxm and
+# h200_sxm collection_meta.yaml), which is not in the source; the 0.5.14 case file lists that shape for SGLang
+# in NVFP4 only (NemotronHForCausalLM_cases.yaml, allowed_modes [nvfp4]).
+GATING_UNKNOWN = {("sglang", "0.5.14", (1024, 2688, 22, 512), "bfloat16"),
+                  ("sglang", "0.5.14", (1024, 2688, 22, 512), "fp8_block")}
+GATING_SRC = {
+    "kernel": "kernel_source names the gating (collector/trtllm/collect_moe.py:783-784)",
+    "gated": "gated: a gated model's shapes",
+    "old_gated": ("gated: Nemotron-H shapes collected gated by this version's collector (SGLang < 0.5.14: "
+                  "collector/sglang/collect_moe.py:1492, 1517@e23be5a79^; vLLM < 0.24: collect_moe.py:115@5ef50c9b9)"),
+    "trtllm_nemotron": "non-gated: a Nemotron-3 model (collector/trtllm/collect_moe.py:42, 364-374)",
+    "left_out": ("SGLang 0.5.14 rows at (hidden 1024, inter 2688, top 22, 512 experts) in bfloat16 and fp8_block "
+                 "(h100_sxm, h200_sxm): appended from AIConfigurator revision 1982d8d4 (collection_meta.yaml), not in "
+                 "the collector source read; the 0.5.14 case file lists that shape for SGLang in nvfp4 only"),
+    "nemotron_h": ("non-gated: Nemotron-H case shapes (collector/cases/models/NemotronHForCausalLM_cases.yaml), "
+                   "ReLU^2 experts as this engine version's collector ran them (SGLang: sglang_moe_is_gated false, "
+                   "collector/sglang/collect_moe.py:283, 1132; vLLM: relu2_no_mul, collector/vllm/collect_moe.py:"
+                   "141-146)"),
+}
+
+
+def moe_row_gating(engine: str, version: str, kernel: str, dtype: str, shape: tuple) -> tuple[bool | None, str]:
+    """(gated, why) of one measured row; gated None: no source accounts for it (left out)."""
+    if "nongated" in kernel:
+        return False, "kernel"
+    if shape not in NEMOTRON_H_MOE_SHAPES:
+        return True, "gated"
+    if (engine, version, shape, dtype) in GATING_UNKNOWN:
+        return None, ""
+    if engine in NON_GATED_FROM and Version(version) >= NON_GATED_FROM[engine]:
+        return False, "nemotron_h"
+    return (False, "trtllm_nemotron") if engine == "trtllm" else (True, "old_gated")
+
+
 def distill_moe(root: Path, refs: dict) -> list[dict]:
     rows = []
     for system, ref in refs.items():
@@ -265,14 +320,19 @@ def distill_moe(root: Path, refs: dict) -> list[dict]:
                         continue
                     dist = "balanced" if (d.distribution == "balanced").any() else "power_law_1.01"
                     d = d[d.distribution == dist]
-                    row = _moe_row(root, f, system, ref, engine, kernel, dtype, dist, d)
-                    if row:
-                        rows.append(row)
+                    gating = [moe_row_gating(engine, f.parent.name, kernel, dtype, (int(h), int(i), int(k), int(e)))
+                              for h, i, k, e in zip(d.hidden_size, d.inter_size, d.topk, d.num_experts)]
+                    for gated in (True, False):
+                        sel = np.array([g == gated for g, _ in gating], dtype=bool)
+                        why = sorted({w for g, w in gating if g == gated})
+                        row = _moe_row(root, f, system, ref, engine, kernel, dtype, dist, d[sel], gated, why) \
+                            if sel.any() else None
+                        if row:
+                            rows.append(row)
     return rows
 
 
-def _moe_row(root, f, system, ref, engine, kernel, dtype, dist, d) -> dict | None:
-    gated = "nongated" not in kernel
+def _moe_row(root, f, system, ref, engine, kernel, dtype, dist, d, gated, why) -> dict | None:
     roof = moe_roofline(d, ref, dtype, gated)
     t = d.latency.to_numpy() * 1e-3
     tok = d.num_tokens.to_numpy()
@@ -285,8 +345,8 @@ def _moe_row(root, f, system, ref, engine, kernel, dtype, dist, d) -> dict | Non
     if not pts:
         return None
     return {"system": system, "engine": engine, "version": f.parent.name, "kernel": kernel, "dtype": dtype,
-            "kernel_class": KERNEL_CLASS[dtype], "gated": gated, "distribution": dist, "src": rel(root, f),
-            "tokens": [p[0] for p in pts], "fixed_us": [p[1] for p in pts], "e": [p[2] for p in pts],
+            "kernel_class": KERNEL_CLASS[dtype], "gated": gated, "gating": "+".join(why),
+            "distribution": dist, "src": rel(root, f), "tokens": [p[0] for p in pts], "fixed_us": [p[1] for p in pts], "e": [p[2] for p in pts],
             "n": [p[3] for p in pts]}
 
 
@@ -618,7 +678,9 @@ NOTES = {
             "shapes (expert-parallel 1; moe_tp splits the intermediate size); roofline = max(touched experts' "
             "weight bytes / bandwidth, FLOPs / peak), touched = min(experts, T x topk). The MoE op includes top-k "
             "routing from given router logits, permute, the grouped GEMMs and the weighted combine; not the router "
-            "GEMM. distribution 'balanced' unless only power-law rows exist."),
+            "GEMM. distribution 'balanced' unless only power-law rows exist. gated: 3 weight matrices per expert "
+            "(gate, up, down), else 2; where one kernel_source holds rows of both, each gating is its own table "
+            "(a row's 'gating' names how its rows' gating is known, spelled out in the header's 'gating'; rows no collector source accounts for are left out)."),
     "allreduce": ("measured latency (us) per message size in bytes (bf16 elements x 2), per TP size; 'nccl' is "
                   "nccl-tests (newest NCCL per system), an engine name is that engine's custom all-reduce path "
                   "(mode graph = captured in a CUDA graph, eager = launched from Python)."),
@@ -722,7 +784,7 @@ def main(argv: list[str] | None = None) -> int:
          {"peak_basis": "profiles/gpus.yaml dense tensor peaks (TFLOPS) and theoretical bandwidth (GB/s) of each "
                         "system's entry: every efficiency in this folder is relative to these figures"})
     dump(out / "gemm.json", "gemm", distill_gemm(root, refs))
-    dump(out / "moe.json", "moe", distill_moe(root, refs))
+    dump(out / "moe.json", "moe", distill_moe(root, refs), {"gating": GATING_SRC})
     dump(out / "allreduce.json", "allreduce", distill_allreduce(root, refs))
     att = distill_attention(root, refs)
     dump(out / "attention_decode.json", "attention", att["decode"])

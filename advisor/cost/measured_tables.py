@@ -130,7 +130,8 @@ class MoeTable:
 
     @property
     def label(self) -> str:
-        return f"{self.engine} {self.version} {self.kernel} ({self.dtype}, {self.distribution}) on {self.system}"
+        gating = "" if self.gated or "nongated" in self.kernel else ", non-gated rows"
+        return f"{self.engine} {self.version} {self.kernel} ({self.dtype}, {self.distribution}{gating}) on {self.system}"
 
 
 @dataclass(frozen=True)
