@@ -188,17 +188,19 @@ def _pick(tables, system: str, dtypes: tuple[str, ...], engine: str | None, kern
 def _choose(tables, system: str, dtypes: tuple[str, ...], engine: str | None, kernel: str | None,
             gated: bool | None = None):
     cands = [t for t in tables if t.system == system and t.dtype in dtypes]
-    if kernel:
-        cands = [t for t in cands if kernel in t.kernel] or cands
+    matched = [t for t in cands if kernel in t.kernel] if kernel else cands
     if not cands:
         return None, ""
     order = ([engine] if engine else []) + [e for e in ENGINE_ORDER if e != engine]
-    best = min(cands, key=lambda t: (dtypes.index(t.dtype), order.index(t.engine) if t.engine in order else 99,
-                                     gated is not None and getattr(t, "gated", gated) != gated, -_size(t)))
-    note = ""
+    best = min(matched or cands, key=lambda t: (dtypes.index(t.dtype), order.index(t.engine) if t.engine in order
+                                                else 99, gated is not None and getattr(t, "gated", gated) != gated,
+                                                -_size(t)))
+    notes = []
+    if kernel and not matched:                 # no table of the wanted kernel: another one stands in, said so
+        notes.append(f"{best.kernel} stands in: no {kernel} table on {system}")
     if engine and best.engine != engine:
-        note = f"no {engine} measurement on {system}: {best.engine}'s kernel stands in"
-    return best, note
+        notes.append(f"no {engine} measurement on {system}: {best.engine}'s kernel stands in")
+    return best, "; ".join(notes)
 
 
 def _size(t) -> int:

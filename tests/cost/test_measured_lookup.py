@@ -137,6 +137,18 @@ def test_engine_without_measurement_says_whose_kernel_stands_in():
     assert "no fastllm measurement on h200_sxm: vllm's kernel stands in" in r.note
 
 
+def test_a_kernel_without_a_table_says_which_kernel_stands_in():
+    """No FlashInfer TRT-LLM BF16 MoE table on H200 (a Blackwell kernel): another SGLang kernel's table stands
+    in, and the derivation says so; the wanted kernel's own table, where there is one, carries no such note."""
+    shape = dict(tokens=64, hidden=4096, inter=1536, topk=8, experts=128, engine="sglang")
+    r = M.moe_layer_time(gpu("h200-sxm"), "bf16", kernel="flashinfer_trtllm", **shape)
+    assert r.seconds is not None and "flashinfer_trtllm" not in r.source
+    kernel = r.source.split("sglang 0.5.14 ")[1].split(" (")[0]
+    assert f"{kernel} stands in: no flashinfer_trtllm table on h200_sxm" in r.note
+    own = M.moe_layer_time(gpu("b200"), "bf16", kernel="flashinfer_trtllm", **shape)
+    assert "flashinfer_trtllm" in own.source and "stands in" not in own.note
+
+
 def test_microbench_calibration_overrides_the_streaming_rate():
     g = gpu("rtx-4090")
     base = M.gemm_time(g, "bf16", 1, 8192, 8192, engine="vllm")
