@@ -625,9 +625,12 @@ def sample_rows(root: Path) -> dict[str, list]:
             for _f, df in newest_per_dtype(root, system, "moe", engine, "moe_perf", "moe_dtype"):
                 df = df[(df.moe_ep_size == 1) & (df.moe_tp_size == 1) & (df.distribution == "balanced")
                         & df.num_tokens.isin(SAMPLE_M) & df.moe_dtype.isin(list(WEIGHT_BYTES))]
+                rows = df[["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
+                           "num_experts", "latency"]].values.tolist()
+                gated = [moe_row_gating(engine, _f.parent.name, r[0], r[1], tuple(int(x) for x in r[3:7]))[0]
+                         for r in rows]
                 out.setdefault(f"moe/{system}/{engine}", []).extend(
-                    df[["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
-                        "latency"]].values.tolist())
+                    [*r, g] for r, g in zip(rows, gated) if g is not None)
             out.update(_gdn_sample(root, system, engine))
             out.update(_mamba2_sample(root, system, engine))
     return {k: [[x.item() if hasattr(x, "item") else x for x in r] for r in v] for k, v in out.items() if v}
