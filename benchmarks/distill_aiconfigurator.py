@@ -346,8 +346,8 @@ def _moe_row(root, f, system, ref, engine, kernel, dtype, dist, d, gated, why) -
         return None
     return {"system": system, "engine": engine, "version": f.parent.name, "kernel": kernel, "dtype": dtype,
             "kernel_class": KERNEL_CLASS[dtype], "gated": gated, "gating": "+".join(why),
-            "distribution": dist, "src": rel(root, f), "tokens": [p[0] for p in pts], "fixed_us": [p[1] for p in pts], "e": [p[2] for p in pts],
-            "n": [p[3] for p in pts]}
+            "distribution": dist, "src": rel(root, f), "tokens": [p[0] for p in pts],
+            "fixed_us": [p[1] for p in pts], "e": [p[2] for p in pts], "n": [p[3] for p in pts]}
 
 
 # ---------------------------------------------------------------- all-reduce
@@ -683,7 +683,8 @@ NOTES = {
             "routing from given router logits, permute, the grouped GEMMs and the weighted combine; not the router "
             "GEMM. distribution 'balanced' unless only power-law rows exist. gated: 3 weight matrices per expert "
             "(gate, up, down), else 2; where one kernel_source holds rows of both, each gating is its own table "
-            "(a row's 'gating' names how its rows' gating is known, spelled out in the header's 'gating'; rows no collector source accounts for are left out)."),
+            "(a row's 'gating' names how its rows' gating is known, spelled out in the header's 'gating'; rows "
+            "no collector source accounts for are left out)."),
     "allreduce": ("measured latency (us) per message size in bytes (bf16 elements x 2), per TP size; 'nccl' is "
                   "nccl-tests (newest NCCL per system), an engine name is that engine's custom all-reduce path "
                   "(mode graph = captured in a CUDA graph, eager = launched from Python)."),

@@ -131,7 +131,8 @@ class MoeTable:
     @property
     def label(self) -> str:
         gating = "" if self.gated or "nongated" in self.kernel else ", non-gated rows"
-        return f"{self.engine} {self.version} {self.kernel} ({self.dtype}, {self.distribution}{gating}) on {self.system}"
+        return (f"{self.engine} {self.version} {self.kernel} ({self.dtype}, {self.distribution}{gating}) "
+                f"on {self.system}")
 
 
 @dataclass(frozen=True)
