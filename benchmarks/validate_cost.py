@@ -23,8 +23,9 @@ plan (the engine default, raised only where the workload would not fit at it).
 
 Kernels the measured version ran by default: where the source's engine version defaults to another kernel
 than the rules plan encodes, and the newest rules reach that same kernel through an engine flag, the point
-pins it (KERNEL_FLAGS: vLLM's `moe_backend`, SGLang's `moe_runner_backend`) and says why from the older
-version's source (`<flag>_why`): plan then costs the kernel the measurement ran instead of being set apart.
+pins it (any flag of that engine's rule file, `flags:` in profiles/engines/*.yaml: vLLM's `moe_backend`,
+SGLang's `moe_runner_backend`, ...) and says why from the older version's source (`<flag>_why`): plan then
+costs the kernel the measurement ran instead of being set apart.
 
 Usage: python benchmarks/validate_cost.py [--points FILE] [--markdown] [--json]
 """
@@ -53,15 +54,23 @@ FLAGS = {
     "nvlink": ("nvlink", bool, "the GPUs are NVLink-bridged (false: PCIe only)"),
     "kv_cache_dtype": ("kv_cache_dtype", str, "--kv-cache-dtype (default: auto, the engine's default)"),
 }
-# kernels the measured engine version ran by default, pinned through the newest rules' engine flag:
-# field -> (the engine whose flag it is, what the flag is); a pin needs `<field>_why` (the older version's
-# source lines). The field is the rule file's flag name (profiles/engines/*.yaml `flags:`), so a pin on
-# another engine's point would reach no rule: the loader refuses it.
-KERNEL_FLAGS = {
-    "moe_backend": ("vllm", "vLLM --moe-backend: the MoE kernel the measured version's oracle chose"),
-    "moe_runner_backend": ("sglang", "SGLang --moe-runner-backend: the MoE runner the measured version's "
-                                     "server arguments chose"),
-}
+
+
+def kernel_flags() -> dict[str, dict[str, str]]:
+    """The engine flags a point may pin (kernels the measured engine version ran by default, reached through
+    the newest rules' flag): flag name -> {engine: its CLI spelling}, from each engine's rule file (`flags:`),
+    the table explain checks install flags against. A pin needs `<flag>_why` (the older version's source
+    lines); a flag of another engine than the point's would reach no rule, so the loader refuses it."""
+    from advisor.kernel_path.rule_files import load_rules
+    from advisor.kernel_path.rule_versions import ENGINES
+
+    out: dict[str, dict[str, str]] = {}
+    for engine in ENGINES:
+        for name, spec in load_rules(engine)[0].flags.items():
+            out.setdefault(name, {})[engine] = spec.cli
+    return out
+
+
 REQUIRED = ("id", "url", "quote", "gpu", "engine", "model", "config", "tp", "concurrency", "input_tokens",
             "output_tokens", "metric", "measured")
 
@@ -91,6 +100,7 @@ def load_points(path: Path) -> list[dict]:
     if not isinstance(points, list) or not points:
         raise BadInput("expected a top-level 'points:' list", path=str(path))
     ids = set()
+    flags = kernel_flags()
     for p in points:
         missing = [k for k in REQUIRED if k not in p] if isinstance(p, dict) else list(REQUIRED)
         if missing:
@@ -102,15 +112,18 @@ def load_points(path: Path) -> list[dict]:
             if name in p and not _flag_ok(p[name], kind):
                 raise BadInput(f"point {p['id']}: {name} must be {kind.__name__} ({what}), got {p[name]!r}",
                                path=str(path))
-        for name, (engine, what) in KERNEL_FLAGS.items():
-            if name in p and not _flag_ok(p[name], str):
+        for name, owners in flags.items():
+            if name not in p:
+                continue
+            what = ", ".join(f"{e} {cli}" for e, cli in owners.items())
+            if not _flag_ok(p[name], str):
                 raise BadInput(f"point {p['id']}: {name} must be str ({what}), got {p[name]!r}", path=str(path))
-            if name in p and not (isinstance(p.get(f"{name}_why"), str) and p[f"{name}_why"].strip()):
+            if not (isinstance(p.get(f"{name}_why"), str) and p[f"{name}_why"].strip()):
                 raise BadInput(f"point {p['id']}: {name} needs {name}_why (the measured version's source lines)",
                                path=str(path))
-            if name in p and p["engine"] != engine:
-                raise BadInput(f"point {p['id']}: {name} is {engine}'s flag ({what}); this point's engine is "
-                               f"{p['engine']}", path=str(path))
+            if p["engine"] not in owners:
+                raise BadInput(f"point {p['id']}: {name} is {' and '.join(owners)}'s flag ({what}); this point's "
+                               f"engine is {p['engine']}", path=str(path))
         if "set_apart" in p and not (isinstance(p["set_apart"], str) and p["set_apart"].strip()):
             raise BadInput(f"point {p['id']}: set_apart must say why (a sentence)", path=str(path))
         ids.add(p["id"])
@@ -159,11 +172,11 @@ def serving_overrides(p: dict, defaults: dict | None = None):
 
 
 def install_options(p: dict, overrides):
-    """The engine flags `plan` explains the kernel path under: the kernels the point pins (KERNEL_FLAGS),
+    """The engine flags `plan` explains the kernel path under: the kernels the point pins (kernel_flags()),
     else None (plan's own default: the install as shipped, the overrides' KV dtype and TP)."""
     from advisor.kernel_path.options import InstallOptions
 
-    flags = tuple((name, str(p[name])) for name in KERNEL_FLAGS if name in p)
+    flags = tuple((name, str(p[name])) for name in kernel_flags() if name in p)
     if not flags:
         return None
     return InstallOptions(kv_cache_dtype=overrides.kv_cache_dtype, tp=overrides.tp, flags=flags)

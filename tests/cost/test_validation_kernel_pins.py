@@ -1,5 +1,5 @@
 """benchmarks/validate_cost.py pins the kernel the measured engine version ran where its default differs from
-the rules plan encodes and an engine flag of those rules reaches the same kernel (KERNEL_FLAGS): vLLM 0.16.0
+the rules plan encodes and an engine flag of those rules reaches the same kernel (kernel_flags()): vLLM 0.16.0
 ran Nemotron-H's non-gated ReLU² experts on FlashInfer's CUTLASS MoE (its TRT-LLM MoE took no non-gated
 layer then), where 0.33 runs TRT-LLM's; `--moe-backend flashinfer_cutlass` gives 0.33 the 0.16 kernel."""
 
