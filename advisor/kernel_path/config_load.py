@@ -21,8 +21,7 @@ from advisor.kernel_path.model import LayerDecision, ModelLoad
 from advisor.kernel_path.options import InstallOptions
 from advisor.kernel_path.gates import Context, LayerFacts, gates_pass
 
-if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
-    # models' fields without pydantic
+if TYPE_CHECKING:   # annotations only: loaded rule files are rule_records (the schema without pydantic)
     from advisor.kernel_path.rules import Failure, RuleFile
 
 _UNQUANTIZED = ("BF16", "FP16")

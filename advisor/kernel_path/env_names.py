@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
-    # models' fields without pydantic
+if TYPE_CHECKING:   # annotations only: loaded rule files are rule_records (the schema without pydantic)
     from advisor.kernel_path.rules import RuleFile
 
 

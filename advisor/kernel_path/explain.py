@@ -25,8 +25,7 @@ from advisor.kernel_path.gates import Context, LayerFacts, dependency_state, gat
 from advisor.kernel_path.select import select
 from advisor.kernel_path.summary import summarize
 
-if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
-    # models' fields without pydantic
+if TYPE_CHECKING:   # annotations only: loaded rule files are rule_records (the schema without pydantic)
     from advisor.kernel_path.rules import RuleFile
 
 # Which layer class each checkpoint role belongs to (roles that are no GEMM are skipped).

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from advisor.kernel_path.options import InstallOptions
 
-if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
-    # models' fields without pydantic
+if TYPE_CHECKING:   # annotations only: loaded rule files are rule_records (the schema without pydantic)
     from advisor.kernel_path.rules import Dependency, Gate, RuleFile
 
 

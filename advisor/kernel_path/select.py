@@ -13,8 +13,7 @@ from advisor.kernel_path.model import (CoveredModule, EngineWarning, KernelRange
                                        Rejection, is_layer_class, is_mma_class)
 from advisor.kernel_path.rule_records import MmaSpec
 
-if TYPE_CHECKING:   # annotations only: a loaded rule file is advisor.kernel_path.rule_records, these
-    # models' fields without pydantic
+if TYPE_CHECKING:   # annotations only: loaded rule files are rule_records (the schema without pydantic)
     from advisor.kernel_path.rules import Candidate, Failure, PathRule, Warn
 
 
