@@ -8,6 +8,9 @@ Definitions (all rates in 10^9 bytes/s and 10^12 FLOP/s):
 - ``bandwidth_gbs``: achievable DRAM bandwidth, the streaming *copy* kernel over a buffer far
   above L2: (bytes read + bytes written) / time. The denominator of every efficiency below.
 - ``read_bandwidth_gbs``: the read-only streaming kernel (the access pattern of a weight GEMV).
+The card-wide figures (bandwidths, ``mma_tflops``) and the ``ENGINE_KERNEL_CLASSES`` entries replace
+plan's defaults; the other classes' figures are our Triton kernels' own (see ENGINE_KERNEL_CLASSES).
+
 - ``kernel_bandwidth_eff[cls]``: for kernel class ``cls`` in ``KERNEL_CLASSES``, the best achieved
   bandwidth at M=1 on the largest benchmarked shape divided by ``bandwidth_gbs``. Achieved
   bandwidth = bytes the kernel must move (packed weights + scales + activations + output) / time.
@@ -31,6 +34,13 @@ SCHEMA_VERSION = 1
 
 # Kernel classes measured by microbench (keys of kernel_bandwidth_eff and dequant_overhead).
 KERNEL_CLASSES = ("w4a16_nvfp4", "w8a16_fp8", "w4a16_int4", "bf16")
+# The classes whose measured kernel is the one an engine runs, so plan may take its figures for the
+# engine's: bf16 is cuBLAS (torch.matmul), what every engine's unquantized linear calls. The weight-only
+# classes are this project's own Triton kernels, not the engine's Marlin/Machete/CUTLASS: their rates
+# describe our kernels on this card and are shown beside the plan, never put in the engine's place (on an
+# H200, 2026-12-04, our NVFP4 GEMV streamed at 43 % of copy and our GEMMs ran 2.3x cuBLAS at M = 8192,
+# which as Marlin's figures cut a W4A16 plan's decode by 35 % and its prefill by 43 %).
+ENGINE_KERNEL_CLASSES = ("bf16",)
 
 _APP = "nvfp4-advisor"
 

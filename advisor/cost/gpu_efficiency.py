@@ -1,11 +1,13 @@
 """The efficiencies of one GPU (``resolve``): the per-format and per-family figures of
 advisor.cost.efficiency applied to its table entry (peaks, clock, SMs), replaced class by class by a
-microbench calibration, with an upper-bound entry standing in where the table has no peaks or clock."""
+microbench calibration where it measured the engine's own kernel (advisor.calibration.ENGINE_KERNEL_CLASSES),
+with an upper-bound entry standing in where the table has no peaks or clock."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from advisor.calibration import ENGINE_KERNEL_CLASSES
 from advisor.cost import efficiency
 from advisor.cost.derived import Assumption
 from advisor.cost.efficiency import Efficiencies
@@ -91,13 +93,24 @@ def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = (),
     bw: dict[str, float] = {}
     measured: set[str] = set()
     for cls, (v, src) in efficiency.BANDWIDTH_EFF.items():
-        if cal is not None and cls in cal.kernel_bandwidth_eff:
+        if cal is not None and cls in cal.kernel_bandwidth_eff and cls in ENGINE_KERNEL_CLASSES:
             bw[cls] = cal.kernel_bandwidth_eff[cls]
             measured.add(cls)
             out.append(Assumption(f"bandwidth_eff.{cls}", bw[cls], "fraction", cal_src, calibrated=True))
         else:
             bw[cls] = v
             out.append(Assumption(f"bandwidth_eff.{cls}", v, "fraction", src))
+    if cal is not None:
+        for cls in sorted(set(cal.kernel_bandwidth_eff) | set(cal.dequant_overhead)):
+            if cls in ENGINE_KERNEL_CLASSES or cls == "moe_grouped":
+                continue
+            figs = ", ".join(f"{what} {fmt.format(d[cls])}" for what, d, fmt in (
+                ("streams at M = 1 at", cal.kernel_bandwidth_eff, "{:.1%} of copy"),
+                ("large-M time over cuBLAS", cal.dequant_overhead, "{:+.0%}")) if cls in d)
+            out.append(Assumption(f"own_kernel.{cls}", figs, "", f"{cal_src}: nvfp4-advisor's own Triton {cls} "
+                                  "kernel on this card, shown only: the engine runs its own kernel for this class "
+                                  "(explain names it), whose figures plan keeps (advisor.calibration."
+                                  "ENGINE_KERNEL_CLASSES)"))
     if cal is not None and "moe_grouped" in cal.kernel_bandwidth_eff:
         bw["moe_grouped"] = cal.kernel_bandwidth_eff["moe_grouped"]
     else:
@@ -122,7 +135,7 @@ def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = (),
                               f"table peak {key}={peak}{' (upper bound)' if upper else ''} x {ce:.4g} "
                               f"(compute efficiency: {ce_src}); used where no measured kernel of this shape "
                               "applies"))
-    deq = dict(cal.dequant_overhead) if cal is not None else {}
+    deq = {c: v for c, v in cal.dequant_overhead.items() if c in ENGINE_KERNEL_CLASSES} if cal is not None else {}
     for cls, v in deq.items():
         out.append(Assumption(f"dequant_overhead.{cls}", v, "fraction", cal_src, calibrated=True))
     sms, clock = gpu.sm_count or 0, gpu.boost_clock_mhz or gpu.tensor_peak_clock_mhz
@@ -143,7 +156,7 @@ def resolve(gpu: GpuSpec, calibration=None, mma_classes: tuple[str, ...] = (),
         out.append(Assumption("issue_rate", "N/A", "", f"{gpu.id}: the GPU table has no "
                               f"{'clock' if sms else 'SM count'} and none can be implied from a peak: "
                               "dequant issue time is unknown"))
-    if cal is None:
+    if not set(deq) & set(efficiency.DEQUANT_INSTR):
         for cls, (v, src) in efficiency.DEQUANT_INSTR.items():
             out.append(Assumption(f"dequant_instr_per_element.{cls}", v, "thread instr", src))
         out.append(Assumption("dequant_m_tile", efficiency.DEQUANT_M_TILE[0], "rows", efficiency.DEQUANT_M_TILE[1]))

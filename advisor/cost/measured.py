@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from advisor import engines
-from advisor.calibration import Calibration
+from advisor.calibration import ENGINE_KERNEL_CLASSES, Calibration
 from advisor.cost import measured_tables as mt
 from advisor.cost.derived import Derived
 from advisor.gpu_spec import NOT_SUPPORTED, GpuSpec
@@ -256,7 +256,8 @@ def gemm_time(gpu: GpuSpec, kernel_class: str, m: float, n: int, k: int, *, dtyp
     if not ev.same_card:
         work = _carried_work(table, ev, m, n, k, nbytes, roof, e, ratio)
     cal = ev.calibration
-    if cal is not None and m <= CALIBRATED_MAX_M and kernel_class in cal.kernel_bandwidth_eff and cal.bandwidth_gbs > 0:
+    if (cal is not None and m <= CALIBRATED_MAX_M and kernel_class in cal.kernel_bandwidth_eff
+            and kernel_class in ENGINE_KERNEL_CLASSES and cal.bandwidth_gbs > 0):
         rate = cal.bandwidth_gbs * cal.kernel_bandwidth_eff[kernel_class] * 1e9
         work = max(nbytes / rate, t_comp / e)
         source = (f"microbench {cal.measured_at} on this card: {kernel_class} streams at "
