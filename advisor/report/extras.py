@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from advisor.calibration import ENGINE_KERNEL_CLASSES
 from advisor.checkpoint.model import Scheme
 from advisor.doc import Block, Bullets, Doc, KeyValues, Paragraph, Table, na
 from advisor.jsonout import to_jsonable
@@ -28,9 +29,11 @@ def calibration_extra(cal) -> Extra:
     blocks: list[Block] = [KeyValues(tuple(pairs))]
     classes = sorted(set(cal.kernel_bandwidth_eff) | set(cal.dequant_overhead))
     if classes:
-        blocks.append(Table(("kernel class", "bandwidth efficiency (M=1)", "dequant overhead (large M)"),
+        blocks.append(Table(("kernel class", "bandwidth efficiency (M=1)", "dequant overhead (large M)", "plan"),
                             tuple((c, na(cal.kernel_bandwidth_eff.get(c), fmt="{:.1%}"),
-                                   na(cal.dequant_overhead.get(c), fmt="{:+.1%}")) for c in classes),
+                                   na(cal.dequant_overhead.get(c), fmt="{:+.1%}"),
+                                   "applied (the engine's kernel: cuBLAS)" if c in ENGINE_KERNEL_CLASSES
+                                   else "shown only (our Triton kernel, not the engine's)") for c in classes),
                             title="Per kernel class"))
     if cal.mma_tflops:
         blocks.append(Table(("MMA class", "measured TFLOPS"),
