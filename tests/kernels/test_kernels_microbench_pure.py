@@ -129,3 +129,27 @@ def test_doc_and_text_table_show_every_case_and_skips():
     text = results.short_table(_suite(rs))
     assert text.splitlines()[0].startswith("NVIDIA GeForce RTX 3090  copy 800 GB/s")
     assert len(text.splitlines()) == 4 and "N/A" in text.splitlines()[-1]
+
+
+def test_device_check_reaches_the_unmasked_tiles_the_timings_run():
+    """The on-device check must run every GEMV candidate both masked and unmasked (EVEN: every tile inside
+    W; NVFP4's PTX block dot). With only its ragged 96 x 256 shape it never reached the unmasked path, which
+    is the one timed on large shapes: an H200 run of 2026-12-04 timed v4's PTX without having checked it."""
+    from advisor.microbench.runner import Device
+    from kernels.weight_only import gemv_even
+
+    class W:                                   # what gemv_even reads of a weight
+        def __init__(self, n, k):
+            self.n, self.k, self.fmt = n, k, "nvfp4"
+
+    dev = Device("x", None, (9, 0), 132, 0, 0, "cpu")
+    reached = {True: set(), False: set()}
+    for n, k in dev.verify_shapes:
+        for m in dev.verify_ms:
+            for c in configs.candidates(m, k, n, dev.sm_count):
+                if c.path == "gemv":
+                    reached[gemv_even(W(n, k), c.params["block_n"], c.params["block_k"])].add(c.text)
+    timed = {c.text for c in configs.candidates(1, 5120, 17408, 132) if c.path == "gemv"}
+    assert {t.split(" sk")[0] for t in timed} <= {t.split(" sk")[0] for t in reached[True]}
+    assert reached[False]                      # the masked path too
+    assert 1 in dev.verify_ms                  # the M the GEMV timings run
