@@ -32,6 +32,7 @@ from itertools import chain, repeat
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
 
+from advisor.checkpoint.header_tokens import compact_columns
 from advisor.errors import BadInput
 from advisor.untrusted import has_surrogate, one_line, quoted
 
@@ -194,11 +195,71 @@ def _no_float(s: str):
 def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[str, str] | None = None):
     """(tensors, metadata, covered) of a header in the plain form every writer produces, checked in a few C-speed
     passes; None for anything else (a failed check included), which then goes through the full check
-    below with its exact message. The per-object duplicate-key hook of the full check costs a Python
-    call per tensor, so here repeated keys are caught by counting instead: each key is followed by one
-    ':', so as many ':' in the text as keys in the parsed objects means no key was repeated (and no ':'
-    sits inside a string). Every check runs column by column through map/set/min/max, never a Python
-    statement per tensor (benchmarks/inspect_speed.py: that loop cost ~3 us a tensor, twice the parse)."""
+    below with its exact message. The compact form is split into columns by one regex pass (header_tokens);
+    any other plain form is parsed by json.loads without the per-object duplicate-key hook of the full
+    check (a Python call per tensor): there repeated keys are caught by counting instead, each key is
+    followed by one ':', so as many ':' in the text as keys in the parsed objects means no key was
+    repeated (and no ':' sits inside a string). Every check runs column by column through map/set/min/max,
+    never a Python statement per tensor (benchmarks/inspect_speed.py: that loop cost ~3 us a tensor,
+    twice the parse)."""
+    cols = _compact_columns(text) if b"\\" not in raw else None
+    if cols is None:
+        cols = _json_columns(raw, text)
+        if cols is None:
+            return None
+    names, dtypes, shapes, begins, ends, meta = cols
+    if not names:
+        return {}, meta, False
+    if known:
+        names = list(map(known.get, names, names))
+    try:
+        # bytes each distinct (dtype, shape) needs; zero-size tensors take the full check, which bounds the
+        # running product dimension by dimension
+        need_of: dict[tuple, int] = {}
+        for dtype, shape in set(zip(dtypes, shapes)):
+            if len(shape) > MAX_RANK or not all(type(d) is int and d > 0 for d in shape):
+                return None
+            nbits = _prod(shape) * DTYPE_BITS[dtype]
+            if nbits > _U64 or nbits % 8:
+                return None
+            need_of[(dtype, shape)] = nbits // 8
+        if min(begins) < 0 or (buffer_size is not None and max(ends) > buffer_size) \
+                or list(map(operator.sub, ends, begins)) != list(map(need_of.__getitem__, zip(dtypes, shapes))):
+            return None
+    except (TypeError, KeyError, AttributeError, ValueError):
+        return None
+    tensors = dict(zip(names, map(_new_entry, repeat(TensorEntry), zip(names, dtypes, shapes, begins, ends))))
+    if len(tensors) != len(names) or "__metadata__" in tensors:     # compact columns: a repeated name
+        return None
+    # _check_coverage in C (False: the caller runs it for its message). Every tensor here has at least
+    # one byte, so sorted by offsets each starts where the previous ended exactly when the sorted begins
+    # are 0 followed by all the sorted ends but the last (each byte below the last end is then covered once)
+    begins.sort()
+    ends.sort()
+    covered = begins[0] == 0 and begins[1:] == ends[:-1] and (buffer_size is None or ends[-1] == buffer_size)
+    return tensors, meta, covered
+
+
+def _compact_columns(text: str):
+    """(names, dtypes, shapes, begins, ends, metadata) of a compact header (header_tokens); None for any other.
+    Dtypes are the module's own strings, shapes one tuple per distinct shape, offsets ints."""
+    cols = compact_columns(text)
+    if cols is None or len(cols[0]) > MAX_TENSORS:
+        return None
+    names, dtypes, shape_texts, begins, ends, meta = cols
+    try:
+        dtypes = list(map(_DTYPES.__getitem__, dtypes))               # KeyError: not a safetensors dtype
+        # one tuple per distinct shape text: "[4,8]" -> (4, 8); the pattern admits only digits and commas
+        shape_of = {t: tuple(map(int, t[1:-1].split(","))) if t != "[]" else () for t in set(shape_texts)}
+        shapes = list(map(shape_of.__getitem__, shape_texts))
+        begins, ends = list(map(int, begins)), list(map(int, ends))  # ValueError: more digits than int() reads
+    except (KeyError, ValueError):
+        return None
+    return names, dtypes, shapes, begins, ends, meta or {}
+
+
+def _json_columns(raw: bytes, text: str):
+    """_compact_columns of any other plain header, through json.loads; None where the full check must decide."""
     # lone surrogates and serde's float -0: the full check. A one-byte search is a memchr, a longer one a
     # slower scan (~0.6 ms per 450 KB shard), so each looks for its rare first byte first
     if b"\\" in raw and b"\\u" in raw or b"-" in raw and b"-0" in raw:
@@ -220,11 +281,9 @@ def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[st
     if keys + 3 * len(obj) != raw.count(b":"):
         return None
     if not obj:
-        return {}, (meta or {}), False
+        return [], [], [], [], [], (meta or {})
     names, infos = list(obj), list(obj.values())
     del obj
-    if known:
-        names = list(map(known.get, names, names))
     try:                        # a value of another type fails a comparison or lookup: the full check
         # no floats, true/false/null reach here: every number is an int, every other value a str, list or dict
         if set(map(type, infos)) != {dict} or set(map(len, infos)) != {3}:
@@ -243,32 +302,13 @@ def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[st
             return None
         shape_of: dict[tuple, tuple] = {}         # one tuple per distinct shape: a big MoE repeats a handful
         shapes = list(map(shape_of.setdefault, shapes, shapes))      # TypeError: a list or object in a shape
-        # bytes each distinct (dtype, shape) needs; zero-size tensors take the full check, which bounds the
-        # running product dimension by dimension
-        need_of: dict[tuple, int] = {}
-        for dtype, shape in set(zip(dtypes, shapes)):
-            if len(shape) > MAX_RANK or not all(type(d) is int and d > 0 for d in shape):
-                return None
-            nbits = _prod(shape) * DTYPE_BITS[dtype]
-            if nbits > _U64 or nbits % 8:
-                return None
-            need_of[(dtype, shape)] = nbits // 8
         begins, ends = list(map(_FIRST, offs)), list(map(_SECOND, offs))
         del offs
-        if set(map(type, begins)) != {int} or set(map(type, ends)) != {int} or min(begins) < 0 \
-                or (buffer_size is not None and max(ends) > buffer_size) \
-                or list(map(operator.sub, ends, begins)) != list(map(need_of.__getitem__, zip(dtypes, shapes))):
+        if set(map(type, begins)) != {int} or set(map(type, ends)) != {int}:
             return None
     except (TypeError, KeyError, AttributeError, ValueError):
         return None
-    tensors = dict(zip(names, map(_new_entry, repeat(TensorEntry), zip(names, dtypes, shapes, begins, ends))))
-    # _check_coverage in C (False: the caller runs it for its message). Every tensor here has at least
-    # one byte, so sorted by offsets each starts where the previous ended exactly when the sorted begins
-    # are 0 followed by all the sorted ends but the last (each byte below the last end is then covered once)
-    begins.sort()
-    ends.sort()
-    covered = begins[0] == 0 and begins[1:] == ends[:-1] and (buffer_size is None or ends[-1] == buffer_size)
-    return tensors, (meta or {}), covered
+    return names, dtypes, shapes, begins, ends, (meta or {})
 
 
 # ------------------------------------------------------------------ serde_json's number and key rules

@@ -135,6 +135,68 @@ def test_json_literals_in_a_shape_are_refused_as_the_full_check_refuses_them(mon
         sh.parse_header_bytes(raw, 8, "x.safetensors")
 
 
+def _compact_variant(rng: random.Random) -> tuple[str, int]:
+    """A header of _header, often written compact with a metadata member anywhere, then perhaps one
+    change of its separators or spelling that the compact split must refuse or read as json.loads does."""
+    text, buf = _header(rng)
+    if rng.random() < 0.7:
+        members = [f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}" for k, v in json.loads(text).items()]
+        if rng.random() < 0.6:
+            meta = rng.choice(['{"format":"pt"}', '{}', '{"a":"b","c":"d:e"}', '{"a":1}', '{"a":"b","a":"c"}',
+                               '{"a":"\\u00e9"}', '{"x":{"dtype":"U8","shape":[],"data_offsets":[0,1]}}'])
+            members.insert(rng.randint(0, len(members)), f'"__metadata__":{meta}')
+        if rng.random() < 0.1:
+            members.insert(rng.randint(0, len(members)), rng.choice(members))    # a member given twice
+        text = "{" + ",".join(members) + "}" + " " * rng.randint(0, 7)
+    for _ in range(rng.choice((0, 0, 1))):
+        i = rng.randrange(len(text))
+        text = text[:i] + rng.choice([" ", ",", "0", "x", "\n", '"', "{", "}", ":", "\\", "\x01"]) + text[i:]
+    return text, buf
+
+
+def test_the_compact_split_reads_what_json_loads_reads():
+    """compact_columns reads a header as json.loads does, or refuses it; the separator checks matter: a
+    stray character between two entries must not pass."""
+    rng = random.Random(23)
+    taken = 0
+    for _ in range(4000):
+        text, buf = _compact_variant(rng)
+        compact = sh._compact_columns(text)
+        if compact is None:
+            continue
+        taken += 1
+        raw = text.encode()
+        names = compact[0]
+        if len(set(names)) < len(names) or "__metadata__" in names:    # left to _plain_header's dict of the names
+            assert sh._plain_header(raw, text, buf) is None, text
+        else:
+            obj = json.loads(text)
+            meta = obj.pop("__metadata__", {})
+            assert compact == (list(obj), [v["dtype"] for v in obj.values()],
+                               [tuple(v["shape"]) for v in obj.values()],
+                               [v["data_offsets"][0] for v in obj.values()],
+                               [v["data_offsets"][1] for v in obj.values()], meta), text
+            assert sh._json_columns(raw, text) in (compact, None)     # json.loads' path: the same, or the full check
+    assert 1000 < taken < 4000
+    entry = '"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}'
+    for text in ("{" + entry + ",x" + entry.replace('"a"', '"b"') + "}",
+                 "{" + entry + "} x", "{" + entry + ",}", "{" + entry + "," + entry + "}",
+                 '{"__metadata__":{}x' + entry + "}", "{" + entry + 'x"__metadata__":{}}',
+                 "{" + entry + ',"__metadata__":{}x,' + entry.replace('"a"', '"b"') + "}"):
+        assert sh._plain_header(text.encode(), text, None) is None, text
+
+
+def test_every_compact_variant_parses_as_the_full_check_parses_it(monkeypatch):
+    rng = random.Random(29)
+    for _ in range(1500):
+        text, buf = _compact_variant(rng)
+        raw = text.encode()
+        with_fast = _parse(raw, buf)
+        monkeypatch.setattr(sh, "_plain_header", lambda *a: None)
+        assert _parse(raw, buf) == with_fast, text
+        monkeypatch.undo()
+
+
 def test_a_dash_or_backslash_in_a_name_keeps_the_fast_path():
     text = ('{"a-1.w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},'
             '"b\\\\c":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}')
