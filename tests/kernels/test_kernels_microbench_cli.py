@@ -50,7 +50,9 @@ def fake_gpu(monkeypatch):
     from advisor.commands import microbench as cmd
     from advisor.microbench import runner, shapes
 
-    dev = runner.Device("Fake GPU 9000", "GPU-fake-0001", (8, 6), 2, 4096, 1 << 18, "cpu", ((32, 128), (2, 16)))
+    # small check shapes for the interpreter: one ragged, one even (the 32/64-wide GEMV tiles unmasked)
+    dev = runner.Device("Fake GPU 9000", "GPU-fake-0001", (8, 6), 2, 4096, 1 << 18, "cpu", ((40, 128), (64, 128)),
+                        (1, 16))
     monkeypatch.setattr(cmd, "gpu_unavailable", lambda: None)
     monkeypatch.setattr(runner, "cuda_device", lambda index=0: dev)
     monkeypatch.setattr(runner, "CudaTimer", runner.WallTimer)
