@@ -38,6 +38,22 @@ def _median_time(fn, repeats: int, sync) -> float:
     return statistics.median(out)
 
 
+def _graph_time(torch, fn, repeats: int) -> float:
+    """Median replay time of ``fn`` captured in a CUDA graph (warmed up on a side stream first, as
+    torch.cuda.graphs asks)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    for _ in range(3):
+        g.replay()
+    return _median_time(g.replay, repeats, torch.cuda.synchronize)
+
+
 def graph_and_eager_ops(torch, n: int, hidden: int, repeats: int) -> dict:
     dev = torch.device("cuda")
     x = torch.zeros(1, hidden, dtype=torch.bfloat16, device=dev)
@@ -50,17 +66,7 @@ def graph_and_eager_ops(torch, n: int, hidden: int, repeats: int) -> dict:
     for _ in range(3):
         chain()
     eager = _median_time(chain, repeats, sync)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        chain()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        chain()
-    for _ in range(3):
-        g.replay()
-    graph = _median_time(g.replay, repeats, sync)
+    graph = _graph_time(torch, chain, repeats)
     return {"kernels": n, "hidden": hidden, "graph_us_per_kernel": graph / n * 1e6,
             "eager_us_per_op": eager / n * 1e6}
 
@@ -132,17 +138,8 @@ def decoder(torch, layers: int, hidden: int, heads: int, kv_heads: int, head_dim
     # the kernels the step ran: the profiler's device-side events (CUPTI), each with its GPU time in us
     kernels = [e for e in prof.events() if getattr(getattr(e, "device_type", None), "name", "") == "CUDA"]
     gpu_busy = sum(float(getattr(e, "device_time", None) or getattr(e, "cuda_time", 0.0)) for e in kernels) * 1e-6
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.inference_mode(), torch.cuda.graph(g):
-        step()
-    for _ in range(3):
-        g.replay()
-    graph = _median_time(g.replay, repeats, sync)
+    with torch.inference_mode():
+        graph = _graph_time(torch, step, repeats)
     n = len(kernels)
     return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
             "intermediate": inter, "context": context, "kernels_per_step": n,
