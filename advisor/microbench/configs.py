@@ -50,8 +50,10 @@ def candidates(m: int, k: int, n: int, sm_count: int, group: int = 128) -> tuple
     if m <= GEMV_MAX_M:
         # 256x128 (v4): 256 weights per thread halve the activation reads per weight; no spills
         # on sm_90a/100a/120a for any format (kernels/NOTES.md v4)
+        # 32x256 w2 and 64x256 w4: the fastest 4-bit GEMVs of an H200 sweep (kernels/NOTES.md, "v4 on an
+        # H200": NVFP4 2.9 TB/s at 16384x53248 against 2.1 for 64x128 w4; a 256-wide K tile, more in flight)
         for bn, bk, warps, per_sm in ((64, 128, 4, 8), (32, 128, 4, 8), (128, 128, 4, 4), (64, 128, 4, 24),
-                                      (256, 128, 4, 2)):
+                                      (256, 128, 4, 2), (32, 256, 2, 16), (64, 256, 4, 16)):
             tiles = _cdiv(n, bn) * m
             sk = split_k_for(tiles, k, bk, sm_count, per_sm)
             out.append(Candidate("gemv", dict(block_n=bn, block_k=bk, split_k=sk, num_warps=warps, num_stages=2)))
