@@ -8,6 +8,7 @@ profiles/engines/sglang-0.5.23.yaml."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,48 @@ def test_qwen3_family_mixed_w4a16_experts_run_on_marlin(gid, kernel):
     no W4A16 NVFP4 MoE); on Hopper auto already resolves to Marlin."""
     d = _layer(_exp("nvidia--Qwen3.6-35B-A3B-NVFP4", gid), "moe_experts")
     assert d.kernel == kernel and d.runs
+
+
+W4A16_REFUSAL = "ValueError: W4A16_NVFP4 MoE layers require --moe-runner-backend=marlin"
+
+
+@pytest.mark.parametrize("gid", ["b200", "b300"])
+@pytest.mark.parametrize("backend", ["flashinfer_cutlass", "flashinfer_trtllm", "triton", "flashinfer_cutedsl"])
+def test_qwen3_family_mixed_w4a16_experts_refuse_other_runners_on_sm10x(gid, backend):
+    """qwen3_moe.py:55-71: on sm_10x the same override raises for any requested runner but marlin (or
+    flashinfer_cutedsl with SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1) while resolving the server arguments. SGLang's
+    own ServerArgs (tests/conformance/sglang/sglang_probe.py, sm_100 and sm_103) raises exactly this for all four;
+    the rules used to run flashinfer_cutlass on FP4 tensor cores (the SGLang cookbook's Qwen3.6 NVFP4 recipe)."""
+    opts = InstallOptions(flags=(("moe_runner_backend", backend),))
+    d = _layer(_exp("nvidia--Qwen3.6-35B-A3B-NVFP4", gid, opts), "moe_experts")
+    assert not d.runs and d.kernel is None and d.error.startswith(W4A16_REFUSAL)
+    if backend == "flashinfer_cutedsl":     # the opt-in the override accepts (qwen3_moe.py:57-62): not refused
+        env = replace(opts, env=(("SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16", "1"),))
+        assert not _layer(_exp("nvidia--Qwen3.6-35B-A3B-NVFP4", gid, env), "moe_experts").error.startswith(
+            W4A16_REFUSAL)
+    marlin = InstallOptions(flags=(("moe_runner_backend", "marlin"),))
+    assert _layer(_exp("nvidia--Qwen3.6-35B-A3B-NVFP4", gid, marlin), "moe_experts").kernel \
+        == "Marlin MoE (NVFP4 W4A16)"
+
+
+def test_qwen3_family_mixed_w4a16_experts_requested_runner_builds_off_sm10x():
+    """The override runs on is_sm100 only (qwen3_moe.py:41): on an RTX 5090 SGLang builds the requested
+    flashinfer_cutlass runner (sglang_probe.py on sm_120), which quantizes the BF16 activations to NVFP4 (W4A4)."""
+    opts = InstallOptions(flags=(("moe_runner_backend", "flashinfer_cutlass"),))
+    d = _layer(_exp("nvidia--Qwen3.6-35B-A3B-NVFP4", "rtx-5090", opts), "moe_experts")
+    assert d.runs and d.kernel == "flashinfer_cutlass (NVFP4 MoE, requested)" and d.activation_dtype == "nvfp4"
+
+
+@pytest.mark.parametrize("gid", ["b200", "rtx-5090"])
+def test_vllm_refuses_flashinfer_cutlass_for_w4a16_nvfp4_experts_too(gid):
+    """The same question under vLLM 0.33: an explicit FLASHINFER_CUTLASS NvFp4 MoE backend with a weight-only
+    (A16) checkpoint is not a supported configuration and raises
+    (model_executor/layers/fused_moe/oracle/nvfp4.py:258-301@0.33.0); the default is Marlin."""
+    ck = inspect_checkpoint(str(CORPUS["nvidia--Qwen3.6-35B-A3B-NVFP4"]))
+    opts = InstallOptions(flags=(("moe_backend", "flashinfer_cutlass"),))
+    d = _layer(explain(ck, get_gpu(gid), engine="vllm", options=opts), "moe_experts")
+    assert not d.runs and d.kernel is None
+    assert _layer(explain(ck, get_gpu(gid), engine="vllm"), "moe_experts").mma == "hmma_bf16"
 
 
 @pytest.mark.parametrize("gid", ["b200", "b300"])

@@ -38,6 +38,19 @@ def test_qwen3_moe_bf16_experts_on_sm10x_are_trtllm(gid, kernel):
     assert d.kernel == kernel and d.runs
 
 
+@pytest.mark.parametrize("gid", ["b200", "b300"])
+def test_qwen3_5_moe_block_fp8_experts_on_sm10x_are_trtllm_by_default(gid):
+    """Qwen3.5/3.6 MoE (Qwen3_5MoeForConditionalGeneration) is in the same override list: block FP8 experts get
+    flashinfer_trtllm on sm_10x with --moe-runner-backend auto (qwen3_moe.py:29-37, 78-90@0.5.23), which
+    Fp8MoEMethod.create_moe_runner then takes as given (fp8.py:2960-2996@0.5.23); SGLang's own ServerArgs and
+    layer build agree (sglang_probe.py on the Qwen3.6-35B-A3B-FP8 config, sm_100). Its auto-to-Triton branch
+    is reached only where no override replaced auto (Hopper here)."""
+    ck = _ck("fp8-block", "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe")
+    d = _kernel(ck, gid, "moe_experts")
+    assert d.kernel == "flashinfer_trtllm (FP8 MoE)" and d.mma == "tcgen05_e4m3"
+    assert _kernel(ck, "h100", "moe_experts").kernel == "triton fused_moe (FP8)"
+
+
 def test_qwen3_moe_fp8_experts_on_sm10x_are_trtllm_but_not_for_compressed_tensors():
     fp8 = _kernel(_ck("fp8-block", "Qwen3MoeForCausalLM", "qwen3_moe"), "b200", "moe_experts")
     assert fp8.kernel == "flashinfer_trtllm (FP8 MoE)" and fp8.mma == "tcgen05_e4m3"
