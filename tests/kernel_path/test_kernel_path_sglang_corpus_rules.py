@@ -76,6 +76,18 @@ def test_qwen3_family_mixed_w4a16_experts_requested_runner_builds_off_sm10x():
 
 
 @pytest.mark.parametrize("gid", ["b200", "rtx-5090"])
+def test_requested_marlin_runs_nvfp4_experts_on_blackwell(gid):
+    """The remedy above works beyond the Qwen3 family: a requested marlin runner passes the NVFP4 MoE method's
+    platform check on every GPU (modelopt_quant.py:2377-2387) and runs the experts weight-only; SGLang's own
+    layer build gives the MARLIN runner for this W4A4 config on sm_100 and sm_120 (sglang_probe.py). The rules
+    used to refuse it ('Current platform does not support NVFP4 ...')."""
+    opts = InstallOptions(flags=(("moe_runner_backend", "marlin"),))
+    d = _layer(_exp("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", gid, opts), "moe_experts")
+    assert d.runs and d.kernel == "Marlin MoE (NVFP4 W4A16)" and d.mma == "hmma_bf16"
+    assert d.effective_scheme == "W4A16-NVFP4"
+
+
+@pytest.mark.parametrize("gid", ["b200", "rtx-5090"])
 def test_vllm_refuses_flashinfer_cutlass_for_w4a16_nvfp4_experts_too(gid):
     """The same question under vLLM 0.33: an explicit FLASHINFER_CUTLASS NvFp4 MoE backend with a weight-only
     (A16) checkpoint is not a supported configuration and raises
