@@ -7,10 +7,13 @@ are left at auto; the advisor gates the same candidates on the architecture (MoE
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.kernel_path.explain import explain
 from advisor.kernel_path.options import InstallOptions
 
@@ -149,3 +152,42 @@ def test_deepseek_family_override_yields_to_a_requested_backend():
     ck = _ck("fp8-block", "DeepseekV3ForCausalLM", "deepseek_v3")
     opts = InstallOptions(flags=(("moe_runner_backend", "triton"),))
     assert _kernel(ck, "b200", "moe_experts", opts).kernel == "triton fused_moe (FP8)"
+
+
+# ---------------------------------------------------------------- W4A16 NVFP4 experts (Nemotron-H override)
+
+W4A16 = {"quant_algo": "W4A16_NVFP4", "group_size": 16}
+
+
+def _nemotron_h_w4a16_mixed(folder):
+    """Nemotron-3-Nano's architecture (benchmarks/validation_configs) with a ModelOpt MIXED_PRECISION block: FP8
+    Mamba projections, W4A16_NVFP4 routed experts keyed per expert ('.experts.' in the key, as the override tests)."""
+    root = Path(__file__).resolve().parents[2]
+    cfg = json.loads((root / "benchmarks/validation_configs/nemotron-3-nano-30b-a3b-bf16/config.json").read_text())
+    layers: dict[str, dict] = {}
+    for i, kind in enumerate(cfg["hybrid_override_pattern"]):
+        if kind == "E":
+            for e in range(cfg["n_routed_experts"]):
+                for p in ("up_proj", "down_proj"):
+                    layers[f"backbone.layers.{i}.mixer.experts.{e}.{p}"] = W4A16
+        elif kind == "M":
+            for p in ("in_proj", "out_proj"):
+                layers[f"backbone.layers.{i}.mixer.{p}"] = {"quant_algo": "FP8"}
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
+                                  "producer": {"name": "modelopt"}, "quantized_layers": layers, "ignore": ["lm_head"]}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return inspect_checkpoint(str(folder))
+
+
+@pytest.mark.parametrize("gid", ["a100", "h100", "b200", "rtx-5090"])
+def test_nemotron_h_mixed_w4a16_experts_run_marlin_and_refuse_other_runners(tmp_path, gid):
+    """nemotron_h.py:64-86@0.5.23: W4A16_NVFP4 experts in a modelopt_mixed Nemotron-H config set marlin for auto on
+    every GPU and raise for any other requested runner. SGLang's own ServerArgs agrees on sm_90, sm_100 and sm_120
+    (tests/conformance/sglang/sglang_probe.py on this config); the rules used to give flashinfer_trtllm (sm_10x) and
+    flashinfer_cutlass (sm_12x) for auto and run a requested flashinfer_cutlass."""
+    ck = _nemotron_h_w4a16_mixed(tmp_path)
+    d = _kernel(ck, gid, "moe_experts")
+    assert d.checkpoint_scheme == "W4A16-NVFP4" and d.kernel == "Marlin MoE (NVFP4 W4A16)" and d.runs
+    cutlass = InstallOptions(flags=(("moe_runner_backend", "flashinfer_cutlass"),))
+    d = _kernel(ck, gid, "moe_experts", cutlass)
+    assert not d.runs and d.error == "ValueError: W4A16_NVFP4 MoE layers require --moe-runner-backend=marlin."
