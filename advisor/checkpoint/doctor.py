@@ -109,17 +109,21 @@ def _index_checks(files) -> list[Finding]:
     wm = files.index.get("weight_map") or {}
     import os
 
-    base = {s: os.path.basename(s) for s in set(wm.values()) if isinstance(s, str)}
-    shards = [os.path.basename(h.path) for h in files.headers]
     total = 0
     for h in files.headers:
-        entries = h.tensors.values()
-        total += sum(map(operator.sub, map(_END, entries), map(_BEGIN, entries)))
-    # Nothing missing, extra or moved, checked in C: every header's tensors are indexed to that header's
-    # shard (so no name is in two headers of different file names) and the index lists as many names
-    if len(set(shards)) == len(shards) and sum(len(h.tensors) for h in files.headers) == len(wm) and all(
-            {base.get(s, s) for s in set(map(wm.get, h.tensors))} <= {shard}
-            for h, shard in zip(files.headers, shards)):
+        if h.file_size >= 0:        # a local file: its tensors tile the data buffer exactly (parse_header checked)
+            total += h.file_size - 8 - h.header_size
+        else:
+            entries = h.tensors.values()
+            total += sum(map(operator.sub, map(_END, entries), map(_BEGIN, entries)))
+    shards = [os.path.basename(h.path) for h in files.headers]
+    base = {s: os.path.basename(s) for s in set(wm.values()) if isinstance(s, str)} if not files.index_matches else {}
+    # Nothing missing, extra or moved: load() saw every header's tensors indexed to that header's shard, or,
+    # checked here in C, every header's tensors are indexed to that header's shard (so no name is in two
+    # headers of different file names) and the index lists as many names
+    if files.index_matches or len(set(shards)) == len(shards) and sum(len(h.tensors) for h in files.headers) \
+            == len(wm) and all({base.get(s, s) for s in set(map(wm.get, h.tensors))} <= {shard}
+                               for h, shard in zip(files.headers, shards)):
         missing: list[str] = []
         extra: list[str] = []
         moved: list[str] = []

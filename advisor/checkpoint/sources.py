@@ -31,6 +31,9 @@ class CheckpointFiles:
     local: bool = True                    # headers are local files (tiny scalars may be read for doctor checks)
     notes: list[tuple[str, str, str]] = field(default_factory=list)   # (code, severity, message)
     gguf: list[tuple[str, int]] = field(default_factory=list)   # (file name, bytes) of GGUF weights in the folder
+    # the index names every header's tensors, each in its own shard, and no others: load() checked it while
+    # reading the headers, so the doctor's index check has nothing to look for (False: not known, look)
+    index_matches: bool = False
 
 
 def load(source: str) -> CheckpointFiles:
@@ -188,6 +191,9 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
                 raise BadInput(f"tensor {name!r} is in both {seen[name]} and {s}: {hint}", path=path)
             seen.update(dict.fromkeys(h.tensors, s))
         files.headers.append(h)
+    # every header's names indexed to its own shard (seen still None) and as many names as the index lists:
+    # the same names, each where the index says (a name is in one header at most: load refused a second)
+    files.index_matches = wm is not None and seen is None and sum(len(h.tensors) for h in files.headers) == len(wm)
     return files
 
 

@@ -252,7 +252,7 @@ def test_read_scalars_stops_at_a_short_read(tmp_path):
                                            ("m8", "input_scale"): 3.5}
 
 
-def _sharded(tmp_path, wm_edit=None, dup=False):
+def _sharded(tmp_path, wm_edit=None, dup=False, metadata=None):
     """Two shards with an index; ``dup`` puts one tensor in both files."""
     cfg = dict(LLAMA_CONFIG, num_hidden_layers=1)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
@@ -271,7 +271,7 @@ def _sharded(tmp_path, wm_edit=None, dup=False):
                                                                        + bytes(pos))
     if wm_edit:
         wm_edit(wm)
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wm}))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": metadata or {}, "weight_map": wm}))
     return str(tmp_path)
 
 
@@ -294,3 +294,21 @@ def test_index_mismatches_are_found(tmp_path, edit, says):
 def test_a_consistent_index_has_no_mismatch(tmp_path):
     info = inspect_checkpoint(_sharded(tmp_path))
     assert not any(f.code == "index-header-mismatch" for f in info.findings)
+
+
+@pytest.mark.parametrize("edit", [None, lambda wm: wm.update({"model.norm.weight": "model-00002-of-00002.safetensors"}),
+                                  lambda wm: wm.update({"ghost.weight": "model-00001-of-00002.safetensors"}),
+                                  lambda wm: wm.pop("model.norm.weight")])
+def test_load_says_whether_the_index_matches_the_headers(tmp_path, edit):
+    # the doctor skips its own index check where load() found every name in its indexed shard
+    from advisor.checkpoint.sources import load
+
+    assert load(_sharded(tmp_path, edit)).index_matches is (edit is None)
+
+
+@pytest.mark.parametrize("declared, found", [(24, False), (25, True)])
+def test_the_index_total_size_is_checked_against_the_shards_data(tmp_path, declared, found):
+    # three 2x2 BF16 tensors: 24 bytes of data in the two shards (taken from the file sizes, not summed per tensor)
+    info = inspect_checkpoint(_sharded(tmp_path, metadata={"total_size": declared}))
+    said = [f.message for f in info.findings if f.code == "index-total-size-mismatch"]
+    assert said == (["index metadata.total_size is 25 bytes but the shard headers hold 24"] if found else [])
