@@ -39,7 +39,9 @@ _SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scal
 
 
 def findings(files: CheckpointFiles, plan: QuantPlan, arch: ArchInfo, mods: list[ModuleRow],
-             groups: list[ModuleGroup], label: Scheme, shares: dict[Scheme, float]) -> list[Finding]:
+             groups: list[ModuleGroup], label: Scheme, shares: dict[Scheme, float],
+             experts: int | None = None) -> list[Finding]:
+    """``experts``: experts_per_layer(mods), when the caller has it (None: worked out here)."""
     if files.headers and not any(h.tensors for h in files.headers):
         # a header of metadata only: every size and speed would be computed from zero bytes
         raise BadInput("no tensors in the safetensors header (nothing to size or classify)",
@@ -50,8 +52,8 @@ def findings(files: CheckpointFiles, plan: QuantPlan, arch: ArchInfo, mods: list
             continue
         out.append(Finding(code, _NOTE_SEVERITY.get(code, "warn"), msg))
     out += arch_number_checks(files.config)
-    quantized = [m for m in mods if is_quantized(m.weight)]
-    if quantized and plan.producer == "none":
+    quantized = [m for m in mods if is_quantized(m.weight)] if plan.producer == "none" else []
+    if quantized:
         out.append(Finding("quantized-without-config", "warn",
                            "tensors are quantized but the config has no quantization_config: formats come from "
                            "the headers and dynamic activation quantization cannot be seen",
@@ -59,7 +61,7 @@ def findings(files: CheckpointFiles, plan: QuantPlan, arch: ArchInfo, mods: list
     if files.headers:
         out += _index_checks(files)
         out += _kv_checks(files, plan)
-        out += _layer_checks(arch, mods, files.config)
+        out += _layer_checks(arch, mods, files.config, experts)
         if files.local:
             out += fused_scale_mismatch(files, mods)
             out += uncalibrated_input_scales(files, mods)
@@ -178,10 +180,10 @@ def _show(v) -> str:
     return repr(v) if isinstance(v, str) else str(v).replace("None", "null")
 
 
-def _layer_checks(arch: ArchInfo, mods, config: dict | None = None) -> list[Finding]:
+def _layer_checks(arch: ArchInfo, mods, config: dict | None = None, experts: int | None = None) -> list[Finding]:
     out = []
     if arch.moe:
-        seen = experts_per_layer(mods)
+        seen = experts if experts is not None else experts_per_layer(mods)
         if seen and seen != arch.moe.num_experts:
             out.append(Finding("expert-count-mismatch", "info",
                                f"config declares {arch.moe.num_experts} experts per MoE layer, the tensors hold "

@@ -86,9 +86,10 @@ def classify(files: CheckpointFiles) -> CheckpointInfo:
     quantized = [g for g in groups if is_quantized(g.weight)]
     label, shares = _label(groups, quantized)
     kept = tuple(g for g in groups if not is_quantized(g.weight)) if quantized else ()
-    totals = _totals(groups, arch, sizes_from, mods)
+    experts = experts_per_layer(mods)
+    totals = _totals(groups, arch, sizes_from, experts)
     kv = plan.kv_cache
-    findings = notes + doctor.findings(files, plan, arch, mods, groups, label, shares)
+    findings = notes + doctor.findings(files, plan, arch, mods, groups, label, shares, experts)
     if any(g.weight.format == "unknown" for g in groups) and sizes_from == "config":
         findings.append(Finding("sizes-upper-bound", "warn", "the quantized format is unknown: its layers are "
                                 "sized at 16 bits per weight, so stored bytes are an upper bound"))
@@ -136,7 +137,7 @@ def _gguf(files: CheckpointFiles, plan: QuantPlan) -> CheckpointInfo:
             if m.shape else m for m in mods]
     mods.sort(key=lambda m: natural_order(m.name))
     groups = group_modules(mods)
-    totals = _totals(groups, arch, "gguf", mods)
+    totals = _totals(groups, arch, "gguf", experts_per_layer(mods))
     findings = notes + [Finding("gguf-average-bits", "info", f"GGUF: {len(files.gguf)} file(s), {total:,} bytes "
                                 f"over {params:,} matrix parameters = {bpw:.2f} bits per weight on average "
                                 "(per-tensor types are not read)")] + [Finding("sizes-unknown", "warn", u)
@@ -210,10 +211,11 @@ def _label(groups: list[ModuleGroup], quantized: list[ModuleGroup]) -> tuple[Sch
 _NOT_PER_TOKEN = ("embed", "vision", "mtp")
 
 
-def _totals(groups: list[ModuleGroup], arch: ArchInfo, sizes_from: str, mods: list[ModuleRow]) -> Totals:
+def _totals(groups: list[ModuleGroup], arch: ArchInfo, sizes_from: str, experts: int) -> Totals:
+    """``experts``: experts_per_layer() of the module rows (0: none seen, the config's count is used)."""
     params = sum(g.params for g in groups)
     stored = sum(g.stored_bytes for g in groups)
-    experts_total = experts_per_layer(mods) or (arch.moe.num_experts if arch.moe else 0)
+    experts_total = experts or (arch.moe.num_experts if arch.moe else 0)
     k = arch.moe.top_k if arch.moe else 0
     frac = min(1.0, k / experts_total) if experts_total and k else 1.0
     active = 0.0
