@@ -16,7 +16,7 @@ from operator import add, itemgetter
 from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
 from advisor.checkpoint.quant_plan import QuantPlan
-from advisor.checkpoint.roles import group_name, group_names, layer_index, role_of
+from advisor.checkpoint.roles import group_name, group_names, layer_index, layer_indexes, role_of
 from advisor.checkpoint.schemes import BF16, NO_ACT, is_quantized, scheme_label, stored_bytes
 from advisor.checkpoint.sources import CheckpointFiles
 from advisor.checkpoint.tensors import HeaderModule, group_tensors, observe
@@ -64,8 +64,8 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
     n_layers = arch.num_layers or None
     producer_ignores = plan.producer not in ("none", "unknown")
     row = ModuleRow
-    for (name, hm), pattern in zip(hmods.items(), group_names(list(hmods))):
-        layer = layer_index(name)
+    names = list(hmods)
+    for (name, hm), pattern, layer in zip(hmods.items(), group_names(names), layer_indexes(names)):
         pattern = patterns.setdefault(pattern, pattern)     # one string per pattern, kept by each row
         rkey = (pattern, bool(n_layers and layer is not None and layer >= n_layers))
         role = roles.get(rkey)

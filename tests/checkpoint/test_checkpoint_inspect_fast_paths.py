@@ -57,6 +57,18 @@ def test_group_names_is_group_name_of_each():
         assert roles.group_names(names) == [roles.group_name(n) for n in names]
 
 
+def test_layer_indexes_is_layer_index_of_each():
+    rng = random.Random(7)
+    parts = ["layers", "h", "blocks", "block", "decoder_layers", "layer", ".", ".", "1", "23", "07", "x", "\u0663", ""]
+    for _ in range(3000):
+        names = ["".join(rng.choice(parts) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(0, 6))]
+        if rng.random() < 0.1:
+            names.append("a.layers.1\n.layers.2")      # a newline in a name: one layer_index per name instead
+        assert roles.layer_indexes(names) == [roles.layer_index(n) for n in names], names
+    two = ["model.layers.1.blocks.2.x", "h.3.h.4", "a.layers.5x.layers.6", "layers.7", "x.h.8.", "h.9", ""]
+    assert roles.layer_indexes(two) == [1, 3, 6, 7, 8, 9, None]     # the first match of each, as search() finds
+
+
 def _header(rng: random.Random) -> tuple[str, int]:
     """A plain header, then zero to two mutations of the kind the fast path must refuse or get right."""
     ents, pos = [], 0
