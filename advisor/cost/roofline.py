@@ -251,13 +251,25 @@ class CostModel:
         d = self.link.allreduce(nbytes, tp)
         return d.value, d.source
 
+    def host_seconds(self, requests: float) -> float:
+        """The engine's host time per step with ``requests`` running: the flat per-step figure, plus the
+        measured growth of the scheduler's work from one request to ``requests`` (host_scheduler_us)."""
+        o = self.overhead
+        host = float(o["host_us_per_step"])
+        table = o.get("host_scheduler_us")
+        if table and requests > 1:
+            pts = sorted((float(n), float(us)) for n, us in table.items())
+            host += _interp(pts, float(requests)) - _interp(pts, 1.0)
+        return host * 1e-6
+
     def _fixed(self, gpu_seconds: float, graphs: bool, tp: int, tokens: float,
-               measured_calls: float = 0.0) -> tuple[float, float, float, str]:
+               measured_calls: float = 0.0, requests: float = 1.0) -> tuple[float, float, float, str]:
         """(total step seconds, fixed part, host part, all-reduce source) given the GPU time of the step;
-        ``measured_calls``: kernels whose measured times already hold their launch gaps."""
+        ``measured_calls``: kernels whose measured times already hold their launch gaps; ``requests``: the
+        running requests the engine schedules this step (its host work grows with them)."""
         o = self.overhead
         kernels = self.kernels_per_step()
-        host = float(o["host_us_per_step"]) * 1e-6
+        host = self.host_seconds(requests)
         ar, ar_src = 0.0, ""
         if tp > 1:
             per, ar_src = self.allreduce(tokens, tp, graphs)
@@ -319,7 +331,7 @@ class CostModel:
         win = context if kvl.window is None else min(context, kvl.window)
         attn = attention_cost.flops(self.arch, self.kv_layout(1), m * context, m * win, decode=True) / tp
         t_compute = t_mma + t_deq + att.t_compute
-        total, fixed, host, ar_src = self._fixed(gpu, graphs, tp, m, calls)
+        total, fixed, host, ar_src = self._fixed(gpu, graphs, tp, m, calls, requests=batch)
         bound = "bandwidth" if t_bytes >= t_compute else "compute"
         if fixed > gpu:
             bound = "overhead"
@@ -484,3 +496,14 @@ class CostModel:
 def _measured(a) -> str:
     """An attention record's source if it was measured ("" for an estimate)."""
     return "" if a.source.startswith("estimate") else a.source
+
+
+def _interp(pts: list[tuple[float, float]], x: float) -> float:
+    """Piecewise-linear y(x) through ``pts`` (sorted by x), extended with the end segments' slopes."""
+    if len(pts) == 1:
+        return pts[0][1]
+    i = 1
+    while i < len(pts) - 1 and x > pts[i][0]:
+        i += 1
+    (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
