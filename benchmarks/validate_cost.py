@@ -49,6 +49,8 @@ FLAGS = {
     "memory_share": ("memory_share", float, "--gpu-memory-utilization / --mem-fraction-static (0 < x <= 1)"),
     "max_num_seqs": ("max_batch", int, "--max-num-seqs / --max-running-requests (default: the concurrency)"),
     "cuda_graphs": ("cuda_graphs", bool, "false for --enforce-eager / --disable-cuda-graph"),
+    "async_scheduling": ("host_overlap", bool, "false: each step waits for its host work (vLLM before 0.14, "
+                         "--no-async-scheduling; SGLang --disable-overlap-schedule)"),
     "chunked_prefill": ("chunked_prefill", int, "--max-num-batched-tokens / --chunked-prefill-size"),
     "draft_tokens": ("draft_tokens", int, "0: speculative decoding off"),
     "nvlink": ("nvlink", bool, "the GPUs are NVLink-bridged (false: PCIe only)"),
@@ -124,6 +126,11 @@ def load_points(path: Path) -> list[dict]:
             if p["engine"] not in owners:
                 raise BadInput(f"point {p['id']}: {name} is {' and '.join(owners)}'s flag ({what}); this point's "
                                f"engine is {p['engine']}", path=str(path))
+        # an older engine's default (vLLM before 0.14: no async scheduling) is pinned with its source, as kernels are
+        if "async_scheduling" in p and not (isinstance(p.get("async_scheduling_why"), str)
+                                            and p["async_scheduling_why"].strip()):
+            raise BadInput(f"point {p['id']}: async_scheduling needs async_scheduling_why (the measured version's "
+                           "source lines)", path=str(path))
         if "set_apart" in p and not (isinstance(p["set_apart"], str) and p["set_apart"].strip()):
             raise BadInput(f"point {p['id']}: set_apart must say why (a sentence)", path=str(path))
         ids.add(p["id"])

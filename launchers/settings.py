@@ -47,6 +47,7 @@ class ServeSettings:
     moe_backend: str | None = None               # vLLM --moe-backend / SGLang --moe-runner-backend
     api_key: str | None = field(default=None, repr=False)
     cuda_graphs: bool = True
+    host_overlap: bool | None = None             # False: vLLM --no-async-scheduling / SGLang --disable-overlap-schedule
     prefix_caching: bool | None = None           # None = engine default
     chat_template: str | None = None             # a chat template file passed to the engine
     cuda_devices: tuple[int, ...] = ()           # CUDA_VISIBLE_DEVICES; () = leave as is
@@ -116,6 +117,7 @@ def settings_from_plan(plan, *, engine: str, model: str, **overrides) -> ServeSe
         chunked_prefill=None if chunked is None or chunked < 0 else int(chunked),
         tp=_get(rec, "tp") or 1,
         cuda_graphs=bool(_get(rec, "cuda_graphs", True)),
+        host_overlap=_get(rec, "host_overlap"),
         speculative=spec,
         prefix_caching=_get(rec, "prefix_caching"),
         chat_template=_get(rec, "chat_template"),

@@ -72,6 +72,13 @@ def add_arguments(parser) -> None:
     graphs.add_argument("--cuda-graphs", dest="cuda_graphs", action="store_true", default=None,
                         help="CUDA graphs on")
     graphs.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", help="eager mode")
+    overlap = fixed.add_mutually_exclusive_group()
+    overlap.add_argument("--async-scheduling", dest="host_overlap", action="store_true", default=None,
+                         help="the engine schedules the next step while the GPU runs this one (vLLM "
+                              "--async-scheduling, SGLang's overlap scheduler; their default)")
+    overlap.add_argument("--no-async-scheduling", dest="host_overlap", action="store_false",
+                         help="each step waits for its host work (vLLM --no-async-scheduling, SGLang "
+                              "--disable-overlap-schedule; vLLM before 0.14)")
     fixed.add_argument("--context", type=whole(1, 10**8), metavar="TOKENS", help="context length to cost decode at")
     fixed.add_argument("--prompt", type=whole(1, 10**8), metavar="TOKENS", help="prompt length to cost prefill at")
     parser.add_argument("--quality", metavar="FILE", action="append", default=[],
@@ -128,7 +135,8 @@ def overrides_from_args(args, device=None, nvlink: bool | None = None):
         max_batch=args.max_batch, memory_share=args.memory_share, chunked_prefill=args.chunked_prefill,
         tp=args.tp, draft_tokens=args.draft_tokens, spec_method=args.spec_method, acceptance=args.acceptance,
         acceptance_kind=getattr(args, "acceptance_kind", None), chat_template=getattr(args, "chat_template", None),
-        draft_bytes=args.draft_bytes, cuda_graphs=args.cuda_graphs, context_tokens=args.context,
+        draft_bytes=args.draft_bytes, cuda_graphs=args.cuda_graphs, host_overlap=getattr(args, "host_overlap", None),
+        context_tokens=args.context,
         prompt_tokens=args.prompt, pcie_gen=pcie_gen, pcie_lanes=pcie_lanes,
         nvlink=getattr(args, "nvlink", None) if getattr(args, "nvlink", None) is not None else nvlink)
 

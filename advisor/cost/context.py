@@ -25,6 +25,7 @@ from advisor.cost.overrides import Overrides
 from advisor.cost.recurrent_state import RecurrentState
 from advisor.cost.roofline import CostModel
 from advisor.cost.step_costs import PrefillCost, StepCost
+from advisor.engines import flags as engine_flags
 from advisor.errors import AdvisorError, BadInput, UsageError
 from advisor.gpu_spec import GpuSpec
 from advisor.kernel_path.model import Explanation, LayerDecision
@@ -339,6 +340,11 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
         assumptions.append(Assumption("interconnect", f"{link.description}: {link.gbs:.3g} GB/s per direction, "
                                       f"{link.latency_s * 1e6:g} us latency", "", link.source))
     o = engine.overhead
+    if overrides.host_overlap is not None:
+        flag = " ".join(engine_flags.no_host_overlap_args(engine.engine)) or "none"
+        o = {**o, "host_overlap": overrides.host_overlap,
+             "host_overlap_source": ("set: the host work overlaps the GPU's (the engine's default where it has one)"
+                                     if overrides.host_overlap else f"set off ({flag}): every step adds its host time")}
     assumptions.extend([
         Assumption("kernels_per_layer", o["kernels_per_layer"], "kernels", o.get("kernels_source", "")),
         Assumption("elementwise_kernels_per_layer", o.get("elementwise_kernels_per_layer", 0), "kernels",

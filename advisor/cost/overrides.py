@@ -22,6 +22,8 @@ class Overrides:
     chat_template: str | None = None      # the template --acceptance was measured with (launch passes it on)
     draft_bytes: float | None = None      # bytes a draft pass reads (draft_model / eagle)
     cuda_graphs: bool | None = None
+    host_overlap: bool | None = None      # the engine schedules step n+1 while the GPU runs step n (vLLM
+                                          # --async-scheduling, SGLang's overlap scheduler); None: its default
     context_tokens: int | None = None     # the context C to cost decode at
     prompt_tokens: int | None = None
     pcie_gen: int | None = None

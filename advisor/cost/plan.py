@@ -33,7 +33,8 @@ AGG_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: int, tp: int,
            spec_method: str | None = None, draft_tokens: int = 0, graphs: bool = True,
            version: str | None = None, context: int | None = None, env: dict[str, str] | None = None,
-           prefix_caching: bool | None = None, chat_template: str | None = None) -> dict[str, str]:
+           prefix_caching: bool | None = None, chat_template: str | None = None,
+           host_overlap: bool | None = None) -> dict[str, str]:
     """Every setting the plan recommends, in the engine's spelling (speculative and eager flags from
     advisor.engines.flags, the same builder `launch --plan` uses); environment settings first."""
     spec = engines.find(eng.engine)
@@ -50,6 +51,8 @@ def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: in
     flags.update(engine_flags.as_flag_dict(engine_flags.chat_template_args(eng.engine, chat_template)))
     if not graphs:
         flags.update(engine_flags.as_flag_dict(engine_flags.eager_args(eng.engine, version)))
+    if host_overlap is False:                    # the plan was costed without overlap: launch it so
+        flags.update(engine_flags.as_flag_dict(engine_flags.no_host_overlap_args(eng.engine)))
     # environment variables first: the flag line can then be pasted in front of the engine command
     front = dict(engine_flags.eager_env(eng.engine)) if not graphs else {}
     return {**front, **(env or {}), **flags}
@@ -351,9 +354,11 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     template = ctx.overrides.chat_template
     flags = {} if blocked else _flags(eng, s.kv.name, s.memory_share, s.max_batch, s.chunked_prefill, s.tp,
                                       spec_name, s.draft_tokens, s.cuda_graphs,
-                                      explanation.engine_version or eng.version, mml, env, prefix, template)
+                                      explanation.engine_version or eng.version, mml, env, prefix, template,
+                                      ctx.overrides.host_overlap)
     rec = Recommendation(s.kv.name, s.max_batch, s.draft_tokens, s.memory_share, s.chunked_prefill, s.tp,
-                         s.cuda_graphs, spec_name, flags, blocked, mml, env, prefix, template)
+                         s.cuda_graphs, spec_name, flags, blocked, mml, env, prefix, template,
+                         ctx.overrides.host_overlap)
     return Plan(checkpoint.source, checkpoint.label, gpu.id, gpu.name, gpus, explanation.engine,
                 explanation.engine_version or eng.version, workload, preds, rec, t.options,
                 ctx.assumptions, tuple(dict.fromkeys(warnings)), derivations)

@@ -89,6 +89,7 @@ class Recommendation:
     env: dict[str, str] = field(default_factory=dict)   # e.g. FASTLLM_DRAFT_QUANT=nvfp4_head
     prefix_caching: bool | None = None       # the memory model assumed it on (engine default made explicit)
     chat_template: str | None = None         # the template --acceptance was measured with
+    host_overlap: bool | None = None         # the plan was costed with the engine's overlap set so (None: default)
 
 
 @dataclass(frozen=True)

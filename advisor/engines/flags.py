@@ -50,6 +50,13 @@ def eager_args(engine: str, version: str | None = None) -> list[str]:
     return spec.eager(version) if spec else []
 
 
+def no_host_overlap_args(engine: str) -> list[str]:
+    """Flags that make the engine finish each step's host work before the next GPU step (vLLM
+    --no-async-scheduling, SGLang --disable-overlap-schedule); [] where there is none."""
+    spec = find(engine)
+    return list(spec.no_host_overlap) if spec else []
+
+
 def eager_env(engine: str) -> list[tuple[str, str]]:
     spec = find(engine)
     return list(spec.eager_env) if spec else []

@@ -42,6 +42,7 @@ SPEC = EngineSpec(
     context_flag="--context-length", chat_template_flag="--chat-template",
     speculative=sglang_speculative_args, needs_draft=lambda m: SGLANG_SPEC.get(m) in SGLANG_NEEDS_DRAFT,
     prefix_cache=lambda on: [] if on else ["--disable-radix-cache"], eager=sglang_eager_args,
+    no_host_overlap=("--disable-overlap-schedule",),
     executables=("sglang", "python3", "python"), distributions=("sglang",), reference_version="0.5.23",
     log_signatures=log_signatures.SGLANG,
 )

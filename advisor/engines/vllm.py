@@ -39,6 +39,7 @@ SPEC = EngineSpec(
     context_flag="--max-model-len", chat_template_flag="--chat-template",
     speculative=_speculative, needs_draft=lambda m: m in VLLM_NEEDS_DRAFT,
     prefix_cache=_prefix_cache, eager=lambda _version: ["--enforce-eager"],
+    no_host_overlap=("--no-async-scheduling",),
     executables=("vllm",), distributions=("vllm",), reference_version="0.33.0", version_flag=True,
     log_signatures=log_signatures.VLLM,
 )

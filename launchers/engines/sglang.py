@@ -3,7 +3,7 @@ engines-launch.md §1)."""
 
 from __future__ import annotations
 
-from advisor.engines.flags import chat_template_args, context_args, prefix_cache_args
+from advisor.engines.flags import chat_template_args, context_args, no_host_overlap_args, prefix_cache_args
 from advisor.engines.sglang import SGLANG_BLOCK_DRAFTERS, SGLANG_NEEDS_DRAFT, SGLANG_SPEC, sglang_speculative_args
 from advisor.errors import Unsupported
 from launchers.command import LaunchCommand
@@ -61,6 +61,8 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--max-prefill-tokens", str(s.max_batched_tokens)]
     argv += context_args("sglang", s.max_model_len)
     new_graph = parse(version) >= parse(NEW_GRAPH_FLAGS) if parse(version) else True
+    if s.host_overlap is False:
+        argv += no_host_overlap_args("sglang")
     if not s.cuda_graphs:
         if G_GRAPH_BACKEND.allows(version):
             argv += ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from advisor.engines.flags import chat_template_args, context_args, prefix_cache_args
+from advisor.engines.flags import chat_template_args, context_args, no_host_overlap_args, prefix_cache_args
 from advisor.engines.vllm import VLLM_NEEDS_DRAFT, VLLM_SPEC, vllm_speculative_config
 from launchers.cluster import ray_steps
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
-from launchers.versions import Gate, check_removed, require
+from launchers.versions import Gate, check_removed, parse, require
+
+# the first vLLM whose async scheduling is on unless something is incompatible (vllm/config/vllm.py:588-620@0.14.0;
+# vllm/config/scheduler.py:133@0.13.0 still has async_scheduling: bool = False)
+ASYNC_DEFAULT = "0.14.0"
 
 KV = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
       "nvfp4": "nvfp4", "q8_0": None, "q4_0": None,
@@ -63,6 +67,12 @@ def build(s, version, note) -> LaunchCommand:
         argv += ["--moe-backend", s.moe_backend]
     argv += prefix_cache_args("vllm", s.prefix_caching)
     argv += chat_template_args("vllm", s.chat_template)
+    if s.host_overlap is False:
+        if parse(version) and parse(version) < parse(ASYNC_DEFAULT):
+            notes.append(f"vLLM before {ASYNC_DEFAULT} schedules without overlap by default (async_scheduling: bool "
+                         "= False, vllm/config/scheduler.py:133@0.13.0): no flag needed")
+        else:
+            argv += no_host_overlap_args("vllm")
     if not s.cuda_graphs:
         argv += ["--enforce-eager"]
         notes.append("--enforce-eager turns off CUDA graphs and torch.compile (vllm/config/model.py:276-283@0.33.0)")
