@@ -22,9 +22,13 @@ from __future__ import annotations
 import json
 import re
 
+# safetensors_header.MAX_RANK (numpy's limit): a longer shape does not match, and json.loads' path words the error
+# (an unbounded repeat would cost ~10 ms for a 100,000-dimension shape before that path even starts)
+_MAX_DIMS = 64
 # name, dtype, shape (its bracketed text), begin, end; strings without '"', '\' or control characters
 _ENTRY = re.compile(r'"([^"\\\x00-\x1f]*)":\{"dtype":"([^"\\\x00-\x1f]*)","shape":(\[(?:(?:0|[1-9][0-9]*)'
-                    r'(?:,(?:0|[1-9][0-9]*))*)?\]),"data_offsets":\[(0|[1-9][0-9]*),(0|[1-9][0-9]*)\]\}')
+                    r'(?:,(?:0|[1-9][0-9]*)){0,%d})?\]),"data_offsets":\[(0|[1-9][0-9]*),(0|[1-9][0-9]*)\]\}'
+                    % (_MAX_DIMS - 1))
 _GROUPS = 5
 _WHITESPACE = " \t\n\r"        # what json.loads skips around a value
 

@@ -292,7 +292,8 @@ def _json_columns(raw: bytes, text: str):
         shapes = list(map(_SHAPE, infos))
         offs = list(map(_OFFSETS, infos))
         del infos
-        if set(map(type, shapes)) != {list} or set(map(type, offs)) != {list} or set(map(len, offs)) != {2}:
+        if set(map(type, shapes)) != {list} or set(map(type, offs)) != {list} or set(map(len, offs)) != {2} \
+                or max(map(len, shapes)) > MAX_RANK:     # over the rank limit: the full check words it, no dims read
             return None
         shapes = list(map(tuple, shapes))
         # true/false/null are not searched for in the text: json.loads makes them True/False/None, which every

@@ -209,6 +209,24 @@ def test_every_compact_variant_parses_as_the_full_check_parses_it(monkeypatch):
         monkeypatch.undo()
 
 
+@pytest.mark.parametrize("dims", [64, 65, 100_000])
+def test_the_compact_split_takes_shapes_up_to_the_rank_limit(dims):
+    # a longer shape does not match the split's bounded repeat, and the json.loads path leaves it to the full
+    # check before reading its dimensions (benchmarks/header_limits.py: refused within 4x a bare json.loads)
+    from advisor.checkpoint import header_tokens
+
+    assert header_tokens._MAX_DIMS == sh.MAX_RANK
+    text = json.dumps({"a": {"dtype": "U8", "shape": [1] * dims, "data_offsets": [0, 1]}}, separators=(",", ":"))
+    raw = text.encode()
+    assert (sh._compact_columns(text) is not None) is (dims <= sh.MAX_RANK)
+    assert sh._json_columns(raw, text) is None or dims <= sh.MAX_RANK
+    if dims > sh.MAX_RANK:
+        with pytest.raises(BadInput, match=f"shape has {dims:,} dimensions"):
+            sh.parse_header_bytes(raw, 1, "x.safetensors")
+    else:
+        assert sh.parse_header_bytes(raw, 1, "x.safetensors").tensors["a"].shape == (1,) * dims
+
+
 def test_a_dash_or_backslash_in_a_name_keeps_the_fast_path():
     text = ('{"a-1.w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},'
             '"b\\\\c":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}')
