@@ -352,7 +352,7 @@ def build(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec, *,
         Assumption("graph_us_per_kernel", o["graph_us_per_kernel"], "us", o.get("graph_source", "")),
         Assumption("eager_us_per_kernel", o["eager_us_per_kernel"], "us", o.get("eager_source", "")),
         Assumption("host_us_per_step", o["host_us_per_step"], "us", o.get("host_source", "")),
-        *([Assumption("host_scheduler_us", ", ".join(f"{n}: {v:g}" for n, v in o["host_scheduler_us"].items()),
+        *([Assumption("host_scheduler_us", ", ".join(f"{n}: {v:g}" for n, v in o["host_scheduler_us"]),
                       "us by running requests", o.get("host_scheduler_source", ""))]
           if o.get("host_scheduler_us") else []),
         Assumption("host_overlap", "yes" if o.get("host_overlap") else "no", "",

@@ -258,7 +258,7 @@ class CostModel:
         host = float(o["host_us_per_step"])
         table = o.get("host_scheduler_us")
         if table and requests > 1:
-            pts = sorted((float(n), float(us)) for n, us in table.items())
+            pts = sorted((float(n), float(us)) for n, us in table)           # [N, us] pairs
             host += _interp(pts, float(requests)) - _interp(pts, 1.0)
         return host * 1e-6
 

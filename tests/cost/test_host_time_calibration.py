@@ -23,7 +23,7 @@ def test_the_profile_table_is_the_median_of_the_committed_runs():
     assert len(RUNS) >= 3
     tables = [{r["n"]: r["sum_cpu_us"] for r in json.loads(f.read_text())["table"]} for f in RUNS]
     want = {n: statistics.median(t[n] for t in tables) for n in tables[0]}
-    got = VLLM.overhead["host_scheduler_us"]
+    got = dict(VLLM.overhead["host_scheduler_us"])
     assert set(got) == set(want)
     for n, us in want.items():
         assert got[n] == pytest.approx(us, abs=0.06)
@@ -35,7 +35,7 @@ def test_host_time_grows_with_the_running_requests():
                                          head_dim=64, vocab=1000),
                         explanation("BF16", gpu="h100-sxm"), h100(), gpus=1, engine=VLLM, overrides=Overrides())
     m = ctx.model
-    table = VLLM.overhead["host_scheduler_us"]
+    table = dict(VLLM.overhead["host_scheduler_us"])
     flat = VLLM.overhead["host_us_per_step"]
     assert m.host_seconds(1) == pytest.approx(flat * 1e-6)
     for n in (8, 256, 1024):
