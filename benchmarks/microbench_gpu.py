@@ -91,7 +91,8 @@ def main(argv=None) -> int:
           + (f"; calibration: {cal_path}" if cal_path else ""))
     if cal is not None:
         eff = ", ".join(f"{k} {v:.0%}" for k, v in cal.kernel_bandwidth_eff.items())
-        print(f"M=1 bandwidth efficiency (of copy {cal.bandwidth_gbs:.0f} GB/s): {eff}")
+        print(f"M=1 bandwidth efficiency (of copy {cal.bandwidth_gbs:.0f} GB/s): {eff} (the weight-only classes are "
+              "our Triton kernels: plan shows them, it does not take them for the engine's)")
         if cal.dequant_overhead:
             print("dequant overhead at large M: " + ", ".join(f"{k} {v:+.0%}" for k, v in cal.dequant_overhead.items()))
     print(results.short_table(suite))
