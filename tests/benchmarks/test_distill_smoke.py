@@ -51,3 +51,20 @@ def test_a_mamba2_row_from_another_table_fails(tmp_path):
     path.write_text(json.dumps(data))
     run = _smoke(folder)
     assert run.returncode == 1 and f"PROBLEM linear_attention.json row {i}: kind 'mamba2'" in run.stdout
+
+
+def test_every_row_comes_from_an_operator_table_never_a_serving_run():
+    """Calibration is distilled from AIConfigurator's measured operator tables only; its end-to-end serving
+    results (systems/silicon_sample.csv, systems/support_matrix/) are kept for independent checks."""
+    import re
+
+    srcs = []
+    for name in mt.FILES:
+        data = json.loads((mt.calibration_dir() / f"{name}.json").read_text())
+        for rows in data.values():
+            if isinstance(rows, list):
+                srcs += [r["src"] for r in rows if isinstance(r, dict) and "src" in r]
+    assert srcs
+    for src in srcs:
+        assert "silicon_sample" not in src and "support_matrix" not in src, src
+        assert re.search(r"aiconfigurator_core/systems/data/[^ ]+_perf\.parquet", src), src
