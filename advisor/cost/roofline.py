@@ -52,6 +52,7 @@ so they are read and changed side by side.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -254,13 +255,16 @@ class CostModel:
     def host_seconds(self, requests: float) -> float:
         """The engine's host time per step with ``requests`` running: the flat per-step figure, plus the
         measured growth of the scheduler's work from one request to ``requests`` (host_scheduler_us)."""
-        o = self.overhead
-        host = float(o["host_us_per_step"])
-        table = o.get("host_scheduler_us")
-        if table and requests > 1:
-            pts = sorted((float(n), float(us)) for n, us in table)           # [N, us] pairs
+        host = float(self.overhead["host_us_per_step"])
+        pts = self._host_points
+        if pts and requests > 1:
             host += _interp(pts, float(requests)) - _interp(pts, 1.0)
         return host * 1e-6
+
+    @functools.cached_property
+    def _host_points(self) -> list[tuple[float, float]]:
+        """host_scheduler_us's [N, us] pairs, sorted once (every step asks host_seconds)."""
+        return sorted((float(n), float(us)) for n, us in self.overhead.get("host_scheduler_us") or ())
 
     def _fixed(self, gpu_seconds: float, graphs: bool, tp: int, tokens: float,
                measured_calls: float = 0.0, requests: float = 1.0) -> tuple[float, float, float, str]:

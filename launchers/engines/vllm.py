@@ -7,11 +7,7 @@ from advisor.engines.vllm import VLLM_NEEDS_DRAFT, VLLM_SPEC, vllm_speculative_c
 from launchers.cluster import ray_steps
 from launchers.command import LaunchCommand
 from launchers.engines._common import map_value, need_draft, visible_devices
-from launchers.versions import Gate, check_removed, parse, require
-
-# the first vLLM whose async scheduling is on unless something is incompatible (vllm/config/vllm.py:588-620@0.14.0;
-# vllm/config/scheduler.py:133@0.13.0 still has async_scheduling: bool = False)
-ASYNC_DEFAULT = "0.14.0"
+from launchers.versions import Gate, check_removed, require
 
 KV = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
       "nvfp4": "nvfp4", "q8_0": None, "q4_0": None,
@@ -22,6 +18,9 @@ KV = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8", 
 SPEC = VLLM_SPEC
 NEEDS_DRAFT = VLLM_NEEDS_DRAFT
 
+# async scheduling on unless something is incompatible, and --no-async-scheduling to turn it off, from 0.14.0
+# (vllm/config/vllm.py:588-620@0.14.0; vllm/config/scheduler.py:133@0.13.0: async_scheduling: bool = False)
+G_NO_ASYNC = Gate("--no-async-scheduling", since="0.14.0", source="vllm/config/vllm.py:588-620@0.14.0")
 G_LINEAR = Gate("--linear-backend", since="0.33.0", source="vllm/engine/arg_utils.py:1845@0.33.0",
                 hint="older versions choose linear kernels without this flag")
 G_MOE = Gate("--moe-backend", since="0.33.0", source="vllm/engine/arg_utils.py:1848@0.33.0",
@@ -68,11 +67,11 @@ def build(s, version, note) -> LaunchCommand:
     argv += prefix_cache_args("vllm", s.prefix_caching)
     argv += chat_template_args("vllm", s.chat_template)
     if s.host_overlap is False:
-        if parse(version) and parse(version) < parse(ASYNC_DEFAULT):
-            notes.append(f"vLLM before {ASYNC_DEFAULT} schedules without overlap by default (async_scheduling: bool "
-                         "= False, vllm/config/scheduler.py:133@0.13.0): no flag needed")
-        else:
+        if G_NO_ASYNC.allows(version):
             argv += no_host_overlap_args("vllm")
+        else:               # off already: that version's default
+            notes.append(f"vLLM before {G_NO_ASYNC.since} schedules without overlap by default (async_scheduling: "
+                         "bool = False, vllm/config/scheduler.py:133@0.13.0): no flag needed")
     if not s.cuda_graphs:
         argv += ["--enforce-eager"]
         notes.append("--enforce-eager turns off CUDA graphs and torch.compile (vllm/config/model.py:276-283@0.33.0)")
