@@ -183,9 +183,10 @@ def build(fmt: str, m: int, cand, cc: int, k: int = K_DEFAULT, n: int = N_DEFAUL
     if cand.path == "gemv":
         fn = fn or W.weight_only_gemv_kernel
         # as kernels.weight_only.gemv on a GPU of this capability, for these sizes
-        launch = {"F16X2_ASM": True, "F32X2": cc >= 100,
-                  "EVEN": W.gemv_even(W.Weight(fmt, _Shape(n, k if fmt == "fp8" else k // 2), None, group=group),
-                                      p["block_n"], p["block_k"])}
+        weight = W.Weight(fmt, _Shape(n, k if fmt == "fp8" else k // 2), None, group=group)
+        gcfg = W.GemvConfig(**{f: p[f] for f in W.GemvConfig.__dataclass_fields__ if f in p})
+        launch = {"F16X2_ASM": True, "F32X2": cc >= 100, "H2": W.gemv_h2(weight, gcfg, divmod(cc, 10)),
+                  "EVEN": W.gemv_even(weight, p["block_n"], p["block_k"])}
         consts.update({name: value for name, value in launch.items() if name in fn.arg_names})
     else:
         fn = fn or W.weight_only_gemm_kernel

@@ -43,6 +43,12 @@ v4 (kernels/NOTES.md, "v4"): the NVFP4 GEMV on tiles inside W runs one PTX block
 sm_100+) and reads its E4M3 scales as words (`e4m3_words_to_f32`); the interpreter runs the same
 math in plain Triton, and tests/kernels/test_kernels_decode_v4.py executes the PTX text on CPU.
 
+v5 (kernels/NOTES.md, "v5"; `nvfp4_gemv_step_h2`): the same decode feeds `fma.rn.f16x2` (HFMA2, two
+products per instruction, no widening per weight). The activations of each 16-block are scaled by a
+power of two (from the block's largest |a|: exact) and packed to fp16 pairs once per thread; the
+fp16 block sum is widened once per 16 weights and the power of two undone in fp32. Not exact: fp16
+rounding of the running sums, bound in NOTES.md; the v4 step stays for `f16_block_sums=False`.
+
 One module over ~400 lines on purpose: every helper here reads the one tensor-layout contract above
 (bit positions, scale strides, the 2**-14 bias), and the GEMV steps inline each other's helpers;
 split, a layout change would have to be made in several files in step.
@@ -368,6 +374,129 @@ def nvfp4_gemv_step_even(acc, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_s
     s0, s1, s2, s3 = e4m3_words_to_f32(sw, ASM)
     s = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (BLOCK_N, BKH))   # bytes back in k order
     return acc + p * s
+
+
+# ----------------------------------------------------------------------------- v5: fp16x2 block sums
+def _block_dot_h2_ptx() -> str:
+    """PTX of one NVFP4 16-block dot product with packed fp16 products: two words (k 0..7, 8..15)
+    and 8 fp16x2 activation words in, the fp32 block sum out. The decode is v4's (11 ops per
+    word, pairs (0, 4), (2, 6), (1, 5), (3, 7)); each pair meets its activation pair in one
+    `fma.rn.f16x2` (HFMA2: two products per instruction, no widening per weight) on one chain of
+    8; the two fp16 lanes are widened and added in fp32 once per block.
+    Operands: $0 the sum, $1 and $2 the words, $3..$10 the activation words of
+    `act_f16x2_blocks` in its column order: $3 + 4w + j holds k = 8w + j and 8w + j + 4."""
+    lines = ["{", ".reg .b32 t1, t2, u, v, p, acc;", ".reg .b16 l, h;", ".reg .f32 fl, fh;"]
+    first = True
+    for w, word in enumerate(("$1", "$2")):
+        lines += [f"shl.b32 t1, {word}, 4; and.b32 t1, t1, 0x80808080;",
+                  f"shl.b32 t2, {word}, 1; and.b32 t2, t2, 0x0E0E0E0E; or.b32 u, t1, t2;",
+                  f"shr.b32 t1, {word}, 3; and.b32 t1, t1, 0x0E0E0E0E;",
+                  f"and.b32 t2, {word}, 0x80808080; or.b32 v, t1, t2;"]
+        # u's bytes are nibbles 0, 2, 4, 6 and v's 1, 3, 5, 7: pairs (j, j + 4) for j = 0, 2, 1, 3
+        for j, op in ((0, "prmt.b32 p, u, 0, 0x2404;"), (2, "and.b32 p, u, 0xFF00FF00;"),
+                      (1, "prmt.b32 p, v, 0, 0x2404;"), (3, "and.b32 p, v, 0xFF00FF00;")):
+            c = f"${3 + 4 * w + j}"
+            if first:
+                lines.append(f"{op} mul.rn.f16x2 acc, p, {c};")
+                first = False
+            else:
+                lines.append(f"{op} fma.rn.f16x2 acc, p, {c}, acc;")
+    lines += ["mov.b32 {l, h}, acc; cvt.f32.f16 fl, l; cvt.f32.f16 fh, h; add.f32 $0, fl, fh;", "}"]
+    return "\n".join(lines)
+
+
+BLOCK_DOT_H2_PTX = tl.constexpr(_block_dot_h2_ptx())
+PACK_F16X2_PTX = tl.constexpr("cvt.rn.f16x2.f32 $0, $2, $1;")     # $0 = {hi: fp16($2), lo: fp16($1)}
+
+
+@triton.jit
+def _f32_to_f16x2(lo, hi, ASM: tl.constexpr):
+    """fp32 pairs -> uint32 words of two fp16 (lo in the low half), each rounded to nearest even."""
+    if ASM:
+        w = tl.inline_asm_elementwise(PACK_F16X2_PTX, "=r,r,r", [lo, hi], dtype=tl.uint32, is_pure=True, pack=1)
+    else:
+        w = lo.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32) | \
+            (hi.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32) << 16)
+    return w
+
+
+@triton.jit
+def act_f16x2_blocks(a, BKH: tl.constexpr, ASM: tl.constexpr):
+    """a [BKH * 16] fp32 -> (c [BKH, 8] uint32, undo [BKH] fp32): per 16-block, the activations
+    times 2**e (e from the block's largest |a|, so that it lands in [2**14, 2**15)) as fp16 pairs
+    (k, k + 4): column 4w + j holds k = 8w + j (low half) and 8w + j + 4 (high half); undo = 2**-e.
+    The scaling is exact in fp32; the fp16 rounding is exact for bf16 and fp16 inputs unless a
+    scaled value falls below 2**-14 (an fp16 subnormal: |a| < 2**-28 of the block's max)."""
+    a2 = tl.reshape(a, (BKH, 16))
+    amax = tl.maximum(tl.max(tl.abs(a2), axis=1), 2.0**-112)         # exponent field >= 15
+    eb = amax.to(tl.uint32, bitcast=True) & 0x7F800000
+    scale = (0x86000000 - eb).to(tl.float32, bitcast=True)            # 2**(141 - E)
+    undo = (eb - 0x07000000).to(tl.float32, bitcast=True)             # 2**(E - 141)
+    s = tl.reshape(a2 * scale[:, None], (BKH, 2, 2, 4))               # [block, word, k >= 4, k % 4]
+    lo, hi = tl.split(tl.permute(s, (0, 1, 3, 2)))
+    c = _f32_to_f16x2(lo, hi, ASM)                                    # [BKH, 2, 4]
+    return tl.reshape(c, (BKH, 8)), undo
+
+
+@triton.jit
+def _h2_fma(acc_lo, acc_hi, p, c, FIRST: tl.constexpr):
+    """One `fma.rn.f16x2` (or `mul.rn.f16x2` when FIRST) in plain Triton: fp16 x fp16 + fp16 is
+    exact in fp64 (the operands are multiples of 2**-39 below 2**10), then rounded once to fp16."""
+    w_lo, w_hi = _f16_pair(p)
+    a_lo, a_hi = _f16_pair(c)
+    if FIRST:
+        acc_lo = (w_lo.to(tl.float64) * a_lo.to(tl.float64)).to(tl.float16)
+        acc_hi = (w_hi.to(tl.float64) * a_hi.to(tl.float64)).to(tl.float16)
+    else:
+        acc_lo = (w_lo.to(tl.float64) * a_lo.to(tl.float64) + acc_lo.to(tl.float64)).to(tl.float16)
+        acc_hi = (w_hi.to(tl.float64) * a_hi.to(tl.float64) + acc_hi.to(tl.float64)).to(tl.float16)
+    return acc_lo, acc_hi
+
+
+@triton.jit
+def nvfp4_block_dot_h2(x0, x1, c, ASM: tl.constexpr):
+    """[BN, BKH] fp32 block sums of e2m1 * 2**-14 * (a_k * 2**e) with fp16 products and fp16
+    sums (one chain per lane, lanes widened and added in fp32): x0, x1 [BN, BKH] words, c [BKH, 8]
+    from `act_f16x2_blocks`. ASM: one PTX block per 16-block (`_block_dot_h2_ptx`); otherwise the
+    same operations in the same order in plain Triton (the interpreter)."""
+    c0, c1, c2, c3, c4, c5, c6, c7 = _split8(c)
+    if ASM:
+        s = tl.inline_asm_elementwise(BLOCK_DOT_H2_PTX, "=r" + ",r" * 10,
+                                      [x0, x1, c0[None, :], c1[None, :], c2[None, :], c3[None, :],
+                                       c4[None, :], c5[None, :], c6[None, :], c7[None, :]],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        p04, p26, p15, p37 = e2m1_f16x2_pairs(x0)
+        lo, hi = _h2_fma(0, 0, p04, c0[None, :], True)
+        lo, hi = _h2_fma(lo, hi, p26, c2[None, :], False)
+        lo, hi = _h2_fma(lo, hi, p15, c1[None, :], False)
+        lo, hi = _h2_fma(lo, hi, p37, c3[None, :], False)
+        p04, p26, p15, p37 = e2m1_f16x2_pairs(x1)
+        lo, hi = _h2_fma(lo, hi, p04, c4[None, :], False)
+        lo, hi = _h2_fma(lo, hi, p26, c6[None, :], False)
+        lo, hi = _h2_fma(lo, hi, p15, c5[None, :], False)
+        lo, hi = _h2_fma(lo, hi, p37, c7[None, :], False)
+        s = lo.to(tl.float32) + hi.to(tl.float32)
+    return s
+
+
+@triton.jit
+def nvfp4_gemv_step_h2(acc, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
+                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr):
+    """`nvfp4_gemv_step_even` with fp16x2 block sums (v5, kernels/NOTES.md): same loads and scale
+    decode; acc [BN, BK//16] += block sum * e4m3 * 2**-8 * 2**-e (value e2m1*e4m3*a*2**-22)."""
+    BKW: tl.constexpr = BLOCK_K // 8
+    BKH: tl.constexpr = BLOCK_K // 16
+    c, undo = act_f16x2_blocks(a, BKH, ASM)
+    offs_w = k0 // 8 + tl.arange(0, BKW)
+    x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :]).to(tl.uint32, bitcast=True)
+    x0, x1 = tl.split(tl.reshape(x, (BLOCK_N, BKH, 2)))
+    p = nvfp4_block_dot_h2(x0, x1, c, ASM)
+    offs_s = k0 // 64 + tl.arange(0, BLOCK_K // 64)
+    sw = tl.load(ws_ptr.to(tl.pointer_type(tl.uint32)) + offs_n[:, None] * (stride_sn // 4) + offs_s[None, :])
+    s0, s1, s2, s3 = e4m3_words_to_f32(sw, ASM)
+    s = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (BLOCK_N, BKH))   # bytes back in k order
+    return acc + (p * s) * undo[None, :]
 
 
 @triton.jit

@@ -24,6 +24,9 @@ Two launch shapes, same decode:
         EVEN (set by `gemv` when every tile lies inside W) drops the masks; for NVFP4 it also
         selects the v4 step: one PTX block per 16-block (decode, widen, two FMA chains) and E4M3
         scales read as words, with F32X2 (sm_100+) pairing the FMAs as FFMA2 (kernels/NOTES.md v4).
+        H2 (`GemvConfig.f16_block_sums`, sm_80+; the microbench's candidates set it) replaces that block
+        dot by v5's: products and 16-term sums in packed fp16 (HFMA2) on activations scaled per
+        16-block by a power of two, widened to fp32 once per block; not exact (kernels/NOTES.md v5).
   gemm  tiled tl.dot (BF16/FP16 MMA, fp32 accumulate) for prefill, optional split-K for small M;
         SWAP_AB computes (W @ A^T)^T so the weight fills the MMA M dimension when M is small.
         With bf16 activations on a GPU, NVFP4 decodes straight to bf16 (W_BF16, set by `gemm`);
@@ -43,7 +46,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.decode import FP8, INT4, NVFP4, epilogue_factor, nvfp4_gemv_step, nvfp4_gemv_step_even, weight_tile
+from kernels.decode import (FP8, INT4, NVFP4, epilogue_factor, nvfp4_gemv_step, nvfp4_gemv_step_even,
+                            nvfp4_gemv_step_h2, weight_tile)
 
 FORMATS = {"nvfp4": NVFP4, "fp8": FP8, "int4": INT4}
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -57,6 +61,7 @@ def weight_only_gemv_kernel(
     FORMAT: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ATOMIC: tl.constexpr,
     F16X2_ASM: tl.constexpr = False, EVEN: tl.constexpr = False, F32X2: tl.constexpr = False,
+    H2: tl.constexpr = False,
 ):
     tl.static_assert(BLOCK_K % 32 == 0)
     m = tl.program_id(0)
@@ -74,8 +79,12 @@ def weight_only_gemv_kernel(
             offs_k = k0 + tl.arange(0, BLOCK_K)
             if EVEN:
                 a = tl.load(a_ptr + m * stride_am + offs_k).to(tl.float32)
-                acc2 = nvfp4_gemv_step_even(acc2, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
-                                            BLOCK_N, BLOCK_K, F16X2_ASM, F32X2)
+                if H2:
+                    acc2 = nvfp4_gemv_step_h2(acc2, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
+                                              BLOCK_N, BLOCK_K, F16X2_ASM)
+                else:
+                    acc2 = nvfp4_gemv_step_even(acc2, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
+                                                BLOCK_N, BLOCK_K, F16X2_ASM, F32X2)
             else:
                 a = tl.load(a_ptr + m * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
                 acc2 = nvfp4_gemv_step(acc2, wq_ptr, ws_ptr, a, offs_n, mask_n, k0, K, stride_wn, stride_sn,
@@ -205,6 +214,9 @@ class GemvConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 2
+    # NVFP4 only, tiles inside W: 16-block sums in packed fp16 (v5, kernels.decode.nvfp4_gemv_step_h2;
+    # not exact: error bound in kernels/NOTES.md v5). Ignored by FP8/INT4 and by masked tiles.
+    f16_block_sums: bool = False
 
 
 @dataclass(frozen=True)
@@ -274,8 +286,16 @@ def gemv(a, w: Weight, cfg: GemvConfig = GemvConfig(), out=None):
         FORMAT=FORMATS[w.fmt], GROUP=w.group, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         ATOMIC=cfg.split_k > 1, F16X2_ASM=not INTERPRET, EVEN=gemv_even(w, cfg.block_n, cfg.block_k, ws),
         F32X2=not INTERPRET and a.is_cuda and torch.cuda.get_device_capability(a.device) >= (10, 0),
+        H2=gemv_h2(w, cfg, torch.cuda.get_device_capability(a.device) if a.is_cuda and not INTERPRET else None),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return c
+
+
+def gemv_h2(w: Weight, cfg: GemvConfig, cc: tuple[int, int] | None) -> bool:
+    """Whether the NVFP4 GEMV runs v5's fp16x2 block sums (kernels.decode.nvfp4_gemv_step_h2):
+    asked for by `cfg.f16_block_sums`, on sm_80+ (its `cvt.rn.f16x2.f32` pack) or the
+    interpreter (cc None). It applies to EVEN tiles only; masked ones keep the fp32 step."""
+    return cfg.f16_block_sums and w.fmt == "nvfp4" and (cc is None or cc >= (8, 0))
 
 
 def gemv_even(w: Weight, block_n: int, block_k: int, ws=None) -> bool:

@@ -56,7 +56,10 @@ def candidates(m: int, k: int, n: int, sm_count: int, group: int = 128) -> tuple
                                       (256, 128, 4, 2), (32, 256, 2, 16), (64, 256, 4, 16)):
             tiles = _cdiv(n, bn) * m
             sk = split_k_for(tiles, k, bk, sm_count, per_sm)
-            out.append(Candidate("gemv", dict(block_n=bn, block_k=bk, split_k=sk, num_warps=warps, num_stages=2)))
+            # f16_block_sums: NVFP4's v5 block dot (packed fp16 block sums, 2.7-3.1 SASS per weight on
+            # sm_90a against v4's 3.9-4.1; kernels/NOTES.md v5); FP8 and INT4 ignore it
+            out.append(Candidate("gemv", dict(block_n=bn, block_k=bk, split_k=sk, num_warps=warps, num_stages=2,
+                                              f16_block_sums=True)))
     if m <= 64:
         bm = 16 if m <= 16 else (32 if m <= 32 else 64)
         tiles = _cdiv(m, bm) * _cdiv(n, 64)
