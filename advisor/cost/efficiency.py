@@ -171,6 +171,12 @@ MMA_M_ROWS_DEFAULT = 16   # mma.sync m16n8k16
 LEGACY_MMA_SYNC_NOTE = ("upper bound on speed: this weight-only kernel issues mma.sync, but the measured BF16 GEMM "
                         "standing in for it issues this card's wgmma/tcgen05.mma; mma.sync throughput on this "
                         "arch is unmeasured and may be lower")
+# Where the card's measured system has a Marlin MoE table, that kernel family's own mma.sync rate caps the
+# compute term instead (advisor.cost.measured.marlin_mma_sync_efficiency): the nearest measured evidence of
+# the instruction, not of another one.
+MARLIN_MMA_SYNC_NOTE = ("lower bound on speed: compute at the mma.sync rate measured for Marlin's MoE kernel on this "
+                        "architecture (the dense Marlin GEMM is unmeasured here and may run above a grouped one; "
+                        "the card's BF16 GEMMs issue the faster wgmma/tcgen05.mma)")
 
 
 def legacy_mma_sync(mma: str, sm: int) -> bool:

@@ -604,3 +604,25 @@ def median_compute_efficiency(folder: Path | None = None, m: int = 8192, log2_nk
     mid = vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2
     return mid, (f"median of {len(vals)} measured BF16 GEMMs at M={m}, N*K=2^{log2_nk} over every measured system "
                  f"({mt.PACKAGE} {mt.PACKAGE_VERSION}); no measured system of this card's architecture")
+
+
+# Marlin's MoE kernels issue the same warp-level mma.sync m16n8k16 inner loop as its dense GEMM (both built
+# from vLLM's csrc/quantization/marlin template, SGLang's sgl-kernel copy of it); the measured MoE tables
+# are the only measurement of that instruction path on Hopper and Blackwell.
+MARLIN_MOE_DTYPES = ("int4_wo", "w4a16_mxfp4")
+
+
+def marlin_mma_sync_efficiency(ops: Ops | None, folder: Path | None = None) -> tuple[float, str] | None:
+    """The compute efficiency (against the BF16 peak) Marlin's mma.sync reached on the card's measured
+    system: the Marlin MoE table's e at its largest token count, where every measured shape is compute-bound
+    and the fitted per-layer fixed part (routing, permute) is already taken out. None: no Marlin MoE was
+    measured there."""
+    if ops is None or ops.evidence.system is None:
+        return None
+    system = ops.evidence.system.system
+    table, note = _pick(mt.moe_tables(folder), system, MARLIN_MOE_DTYPES, ops.engine, "marlin")
+    if table is None or "marlin" not in table.kernel:
+        return None
+    e, tokens = table.e[-1], table.tokens[-1]
+    return e, _join(f"{table.src}: {table.label}, e = {e:.3g} of the BF16 peak at {tokens:,} tokens "
+                    "(compute-bound, its fixed part taken out)", note, ops.evidence.scaling())

@@ -61,6 +61,7 @@ from advisor.cost import attention_cost, efficiency, measured, measured_kernels,
 from advisor.cost.derived import Derived
 from advisor.cost.efficiency import (
     LEGACY_MMA_SYNC_NOTE,
+    MARLIN_MMA_SYNC_NOTE,
     THREADS_PER_WARP,
     WEIGHT_ONLY,
     Efficiencies,
@@ -210,11 +211,17 @@ class CostModel:
             t_mma, csrc = self.rates.cuda_core_time(fl, unknown), "CUDA-core FMA rate (assumption cuda_core_tflops)"
         elif bf16 is not None and r.mma not in self.eff.calibrated_mma:
             # the 16-bit MMA a weight-only kernel issues, at the efficiency a 16-bit GEMM of this shape reached
-            t_mma = self.rates.peak_time(fl, r.mma, bf16.efficiency or 1.0, unknown)
-            csrc = (f"table peak of {r.mma} x measured BF16 GEMM efficiency {bf16.efficiency:.3g} at this M and "
+            e = bf16.efficiency or 1.0
+            csrc = (f"table peak of {r.mma} x measured BF16 GEMM efficiency {e:.3g} at this M and "
                     f"N*K ({bf16.source}; {bf16.scaling})")
             if legacy_mma_sync(r.mma, self.eff.sm):
-                csrc += f"; {LEGACY_MMA_SYNC_NOTE}"
+                marlin = measured.marlin_mma_sync_efficiency(self.ops)
+                if marlin is not None and marlin[0] < e:
+                    e = marlin[0]
+                    csrc = f"table peak of {r.mma} x {e:.3g}: {MARLIN_MMA_SYNC_NOTE} ({marlin[1]})"
+                elif marlin is None:
+                    csrc += f"; {LEGACY_MMA_SYNC_NOTE}"
+            t_mma = self.rates.peak_time(fl, r.mma, e, unknown)
         else:
             t_mma, csrc = self.rates.mma_time(fl, r.mma, unknown), f"tensor peak mma_tflops.{r.mma}"
         if deq_cal and p.kernel_class in deq_cal and p.kernel_class in WEIGHT_ONLY and fam == "tiled":
