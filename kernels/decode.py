@@ -48,6 +48,9 @@ products per instruction, no widening per weight). The activations of each 16-bl
 power of two (from the block's largest |a|: exact) and packed to fp16 pairs once per thread; the
 fp16 block sum is widened once per 16 weights and the power of two undone in fp32. Not exact: fp16
 rounding of the running sums, bound in NOTES.md; the v4 step stays for `f16_block_sums=False`.
+INT4 likewise (`int4_gemv_step_h2`: magic decode, one fp16 subtract per pair, HFMA2); there the group
+scale multiplies each 16-block sum in fp32, so that GEMV does not round (q - 8) * s to fp16 per weight
+as the FORMAT 2 tile contract above says (the GEMMs and `f16_block_sums=False` still do).
 
 One module over ~400 lines on purpose: every helper here reads the one tensor-layout contract above
 (bit positions, scale strides, the 2**-14 bias), and the GEMV steps inline each other's helpers;
@@ -421,17 +424,21 @@ def _f32_to_f16x2(lo, hi, ASM: tl.constexpr):
 
 
 @triton.jit
-def act_f16x2_blocks(a, BKH: tl.constexpr, ASM: tl.constexpr):
+def act_f16x2_blocks(a, BKH: tl.constexpr, ASM: tl.constexpr, T: tl.constexpr = 14):
     """a [BKH * 16] fp32 -> (c [BKH, 8] uint32, undo [BKH] fp32): per 16-block, the activations
-    times 2**e (e from the block's largest |a|, so that it lands in [2**14, 2**15)) as fp16 pairs
-    (k, k + 4): column 4w + j holds k = 8w + j (low half) and 8w + j + 4 (high half); undo = 2**-e.
-    The scaling is exact in fp32; the fp16 rounding is exact for bf16 and fp16 inputs unless a
-    scaled value falls below 2**-14 (an fp16 subnormal: |a| < 2**-28 of the block's max)."""
+    times 2**e (e from the block's largest |a|, so that it lands in [2**T, 2**(T + 1)); T = 14 for
+    NVFP4, 8 for INT4) as fp16 pairs (k, k + 4): column 4w + j holds k = 8w + j (low half) and
+    8w + j + 4 (high half); undo = 2**-e. Blocks whose largest |a| is below 2**(T - 126) get the
+    scale of that value (the exponent fields stay in range). The scaling is exact in fp32; the fp16
+    rounding is exact for bf16 and fp16 inputs unless a scaled value falls below 2**-14 (an fp16
+    subnormal: |a| < 2**-(T + 14) of the block's max)."""
+    SCALE_BITS: tl.constexpr = (254 + T) << 23                         # minus E's field: 2**(T + 127 - E)
+    UNDO_BITS: tl.constexpr = T << 23                                  # E's field minus it: 2**(E - 127 - T)
     a2 = tl.reshape(a, (BKH, 16))
-    amax = tl.maximum(tl.max(tl.abs(a2), axis=1), 2.0**-112)         # exponent field >= 15
+    amax = tl.maximum(tl.max(tl.abs(a2), axis=1), 2.0 ** (T - 126))   # exponent field >= T + 1
     eb = amax.to(tl.uint32, bitcast=True) & 0x7F800000
-    scale = (0x86000000 - eb).to(tl.float32, bitcast=True)            # 2**(141 - E)
-    undo = (eb - 0x07000000).to(tl.float32, bitcast=True)             # 2**(E - 141)
+    scale = (SCALE_BITS - eb).to(tl.float32, bitcast=True)
+    undo = (eb - UNDO_BITS).to(tl.float32, bitcast=True)
     s = tl.reshape(a2 * scale[:, None], (BKH, 2, 2, 4))               # [block, word, k >= 4, k % 4]
     lo, hi = tl.split(tl.permute(s, (0, 1, 3, 2)))
     c = _f32_to_f16x2(lo, hi, ASM)                                    # [BKH, 2, 4]
@@ -439,10 +446,12 @@ def act_f16x2_blocks(a, BKH: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def _h2_fma(acc_lo, acc_hi, p, c, FIRST: tl.constexpr):
-    """One `fma.rn.f16x2` (or `mul.rn.f16x2` when FIRST) in plain Triton: fp16 x fp16 + fp16 is
-    exact in fp64 (the operands are multiples of 2**-39 below 2**10), then rounded once to fp16."""
-    w_lo, w_hi = _f16_pair(p)
+def _h2_fma_v(acc_lo, acc_hi, w_lo, w_hi, c, FIRST: tl.constexpr):
+    """One `fma.rn.f16x2` (or `mul.rn.f16x2` when FIRST) of fp16 weights (w_lo, w_hi) and the
+    activation word c, in plain Triton: computed in fp64, then rounded once to fp16. Exact there for
+    these operands: a weight (<= 4 significant bits) times an fp16 has <= 15 bits, and its sum with
+    an fp16 partial is inexact in fp64 only if one is below 2**-38 of the other, which needs a
+    product above 2**14 (the kernels keep products below 2**12); so this is the fused rounding."""
     a_lo, a_hi = _f16_pair(c)
     if FIRST:
         acc_lo = (w_lo.to(tl.float64) * a_lo.to(tl.float64)).to(tl.float16)
@@ -451,6 +460,13 @@ def _h2_fma(acc_lo, acc_hi, p, c, FIRST: tl.constexpr):
         acc_lo = (w_lo.to(tl.float64) * a_lo.to(tl.float64) + acc_lo.to(tl.float64)).to(tl.float16)
         acc_hi = (w_hi.to(tl.float64) * a_hi.to(tl.float64) + acc_hi.to(tl.float64)).to(tl.float16)
     return acc_lo, acc_hi
+
+
+@triton.jit
+def _h2_fma(acc_lo, acc_hi, p, c, FIRST: tl.constexpr):
+    """`_h2_fma_v` with the weights as a word of two fp16 bit patterns (the NVFP4 decode's pairs)."""
+    w_lo, w_hi = _f16_pair(p)
+    return _h2_fma_v(acc_lo, acc_hi, w_lo, w_hi, c, FIRST)
 
 
 @triton.jit
@@ -496,6 +512,84 @@ def nvfp4_gemv_step_h2(acc, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
     sw = tl.load(ws_ptr.to(tl.pointer_type(tl.uint32)) + offs_n[:, None] * (stride_sn // 4) + offs_s[None, :])
     s0, s1, s2, s3 = e4m3_words_to_f32(sw, ASM)
     s = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (BLOCK_N, BKH))   # bytes back in k order
+    return acc + (p * s) * undo[None, :]
+
+
+def _int4_block_dot_h2_ptx() -> str:
+    """PTX of one INT4 16-block dot product with packed fp16 products (v5): two words of 8 unsigned
+    nibbles q (k 0..7, 8..15) and 8 fp16x2 activation words in, the fp32 sum of (q - 8) * a out.
+    Per pair (j, j + 4): `(w >> 4j) & 0x000F000F | 0x64006400` is fp16 (1024 + q, 1024 + q'), minus
+    1032 in one `sub.rn.f16x2` is (q - 8, q' - 8) exactly; then one `fma.rn.f16x2` as for NVFP4.
+    Operands as `_block_dot_h2_ptx`."""
+    lines = ["{", ".reg .b32 t, m, k, acc;", ".reg .b16 l, h;", ".reg .f32 fl, fh;", "mov.b32 k, 0x64086408;"]
+    first = True
+    for w, word in enumerate(("$1", "$2")):
+        for j in range(4):
+            shift = f"shr.b32 t, {word}, {4 * j}; and.b32 t, t, 0x000F000F;" if j else f"and.b32 t, {word}, 0x000F000F;"
+            c = f"${3 + 4 * w + j}"
+            fma = f"mul.rn.f16x2 acc, m, {c};" if first else f"fma.rn.f16x2 acc, m, {c}, acc;"
+            first = False
+            lines.append(f"{shift} or.b32 m, t, 0x64006400; sub.rn.f16x2 m, m, k; {fma}")
+    lines += ["mov.b32 {l, h}, acc; cvt.f32.f16 fl, l; cvt.f32.f16 fh, h; add.f32 $0, fl, fh;", "}"]
+    return "\n".join(lines)
+
+
+INT4_BLOCK_DOT_H2_PTX = tl.constexpr(_int4_block_dot_h2_ptx())
+
+
+@triton.jit
+def int4_block_dot_h2(x0, x1, c, ASM: tl.constexpr):
+    """[BN, BKH] fp32 block sums of (q - 8) * (a_k * 2**e) with fp16 products and sums: x0, x1
+    [BN, BKH] words of 8 nibbles, c [BKH, 8] from `act_f16x2_blocks(..., T=8)` (so |products| <
+    2**12 and a lane's 8-term sum < 2**15: no fp16 overflow). ASM: `_int4_block_dot_h2_ptx`;
+    otherwise the same operations in the same order in plain Triton."""
+    c0, c1, c2, c3, c4, c5, c6, c7 = _split8(c)
+    if ASM:
+        s = tl.inline_asm_elementwise(INT4_BLOCK_DOT_H2_PTX, "=r" + ",r" * 10,
+                                      [x0, x1, c0[None, :], c1[None, :], c2[None, :], c3[None, :],
+                                       c4[None, :], c5[None, :], c6[None, :], c7[None, :]],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        w0, w4 = _nibble_pair(x0, 0, 2)                 # q - 8 as fp16 (magic 1024 + q, minus 1032)
+        lo, hi = _h2_fma_v(0, 0, w0, w4, c0[None, :], True)
+        w1, w5 = _nibble_pair(x0, 1, 2)
+        lo, hi = _h2_fma_v(lo, hi, w1, w5, c1[None, :], False)
+        w2, w6 = _nibble_pair(x0, 2, 2)
+        lo, hi = _h2_fma_v(lo, hi, w2, w6, c2[None, :], False)
+        w3, w7 = _nibble_pair(x0, 3, 2)
+        lo, hi = _h2_fma_v(lo, hi, w3, w7, c3[None, :], False)
+        w0, w4 = _nibble_pair(x1, 0, 2)
+        lo, hi = _h2_fma_v(lo, hi, w0, w4, c4[None, :], False)
+        w1, w5 = _nibble_pair(x1, 1, 2)
+        lo, hi = _h2_fma_v(lo, hi, w1, w5, c5[None, :], False)
+        w2, w6 = _nibble_pair(x1, 2, 2)
+        lo, hi = _h2_fma_v(lo, hi, w2, w6, c6[None, :], False)
+        w3, w7 = _nibble_pair(x1, 3, 2)
+        lo, hi = _h2_fma_v(lo, hi, w3, w7, c7[None, :], False)
+        s = lo.to(tl.float32) + hi.to(tl.float32)
+    return s
+
+
+@triton.jit
+def int4_gemv_step_h2(acc, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr, ASM: tl.constexpr):
+    """INT4 GEMV step for a tile inside W (no masks) with fp16x2 block sums (v5): acc [BN, BK//16]
+    += (sum_k (q - 8) * a_k) * s_group, the block sum in fp16, times the fp32 group scale once per
+    16 weights. Unlike the INT4 tile contract ((q - 8) * s rounded to fp16 per weight) the scale
+    multiplies the sum: GROUP % 16 == 0 and BLOCK_K, GROUP divide one another."""
+    BKW: tl.constexpr = BLOCK_K // 8
+    BKH: tl.constexpr = BLOCK_K // 16
+    c, undo = act_f16x2_blocks(a, BKH, ASM, 8)
+    offs_w = k0 // 8 + tl.arange(0, BKW)
+    x = tl.load(wq_ptr + offs_n[:, None] * stride_wn + offs_w[None, :]).to(tl.uint32, bitcast=True)
+    x0, x1 = tl.split(tl.reshape(x, (BLOCK_N, BKH, 2)))
+    p = int4_block_dot_h2(x0, x1, c, ASM)
+    if BLOCK_K >= GROUP:
+        offs_g = k0 // GROUP + tl.arange(0, BLOCK_K // GROUP)
+        s = tl.load(ws_ptr + offs_n[:, None] * stride_sn + offs_g[None, :]).to(tl.float32)
+        s = tl.reshape(tl.broadcast_to(s[:, :, None], (BLOCK_N, BLOCK_K // GROUP, GROUP // 16)), (BLOCK_N, BKH))
+    else:
+        s = tl.load(ws_ptr + offs_n * stride_sn + k0 // GROUP).to(tl.float32)[:, None]
     return acc + (p * s) * undo[None, :]
 
 

@@ -27,6 +27,8 @@ Two launch shapes, same decode:
         H2 (`GemvConfig.f16_block_sums`, sm_80+; the microbench's candidates set it) replaces that block
         dot by v5's: products and 16-term sums in packed fp16 (HFMA2) on activations scaled per
         16-block by a power of two, widened to fp32 once per block; not exact (kernels/NOTES.md v5).
+        INT4 gets the same on EVEN tiles (int4_gemv_step_h2): its group scale then multiplies each
+        16-block sum in fp32, not each weight in fp16 (the tile contract of kernels.decode).
   gemm  tiled tl.dot (BF16/FP16 MMA, fp32 accumulate) for prefill, optional split-K for small M;
         SWAP_AB computes (W @ A^T)^T so the weight fills the MMA M dimension when M is small.
         With bf16 activations on a GPU, NVFP4 decodes straight to bf16 (W_BF16, set by `gemm`);
@@ -46,8 +48,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.decode import (FP8, INT4, NVFP4, epilogue_factor, nvfp4_gemv_step, nvfp4_gemv_step_even,
-                            nvfp4_gemv_step_h2, weight_tile)
+from kernels.decode import (FP8, INT4, NVFP4, epilogue_factor, int4_gemv_step_h2, nvfp4_gemv_step,
+                            nvfp4_gemv_step_even, nvfp4_gemv_step_h2, weight_tile)
 
 FORMATS = {"nvfp4": NVFP4, "fp8": FP8, "int4": INT4}
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -90,6 +92,15 @@ def weight_only_gemv_kernel(
                 acc2 = nvfp4_gemv_step(acc2, wq_ptr, ws_ptr, a, offs_n, mask_n, k0, K, stride_wn, stride_sn,
                                        BLOCK_N, BLOCK_K, F16X2_ASM)
         acc = tl.sum(acc2, axis=1) * 256.0            # the E4M3 scales were decoded as e4m3 * 2**-8
+    elif FORMAT == 2 and H2 and EVEN:
+        # v5 INT4: fp16x2 block sums, the group scale per 16-block partial, one reduction after the loop
+        acc2 = tl.zeros((BLOCK_N, BLOCK_K // 16), dtype=tl.float32)
+        for it in range(0, iters):
+            k0 = (pid_k * K_ITERS + it) * BLOCK_K
+            a = tl.load(a_ptr + m * stride_am + k0 + tl.arange(0, BLOCK_K)).to(tl.float32)
+            acc2 = int4_gemv_step_h2(acc2, wq_ptr, ws_ptr, a, offs_n, k0, stride_wn, stride_sn,
+                                     BLOCK_N, BLOCK_K, GROUP, F16X2_ASM)
+        acc = tl.sum(acc2, axis=1)
     else:
         acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
         for it in range(0, iters):
@@ -214,8 +225,8 @@ class GemvConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 2
-    # NVFP4 only, tiles inside W: 16-block sums in packed fp16 (v5, kernels.decode.nvfp4_gemv_step_h2;
-    # not exact: error bound in kernels/NOTES.md v5). Ignored by FP8/INT4 and by masked tiles.
+    # NVFP4 and INT4, tiles inside W: 16-block sums in packed fp16 (v5, kernels.decode.*_gemv_step_h2;
+    # not exact: error bound in kernels/NOTES.md v5). Ignored by FP8 and by masked tiles.
     f16_block_sums: bool = False
 
 
@@ -292,10 +303,12 @@ def gemv(a, w: Weight, cfg: GemvConfig = GemvConfig(), out=None):
 
 
 def gemv_h2(w: Weight, cfg: GemvConfig, cc: tuple[int, int] | None) -> bool:
-    """Whether the NVFP4 GEMV runs v5's fp16x2 block sums (kernels.decode.nvfp4_gemv_step_h2):
-    asked for by `cfg.f16_block_sums`, on sm_80+ (its `cvt.rn.f16x2.f32` pack) or the
-    interpreter (cc None). It applies to EVEN tiles only; masked ones keep the fp32 step."""
-    return cfg.f16_block_sums and w.fmt == "nvfp4" and (cc is None or cc >= (8, 0))
+    """Whether the GEMV runs v5's fp16x2 block sums (kernels.decode.nvfp4_gemv_step_h2 and
+    int4_gemv_step_h2): asked for by `cfg.f16_block_sums`, NVFP4 or INT4 with groups of 16s, on
+    sm_80+ (its `cvt.rn.f16x2.f32` pack) or the interpreter (cc None). It applies to EVEN tiles
+    only; masked ones keep the v4 steps."""
+    fmt_ok = w.fmt == "nvfp4" or (w.fmt == "int4" and w.group % 16 == 0)
+    return cfg.f16_block_sums and fmt_ok and (cc is None or cc >= (8, 0))
 
 
 def gemv_even(w: Weight, block_n: int, block_k: int, ws=None) -> bool:

@@ -56,8 +56,8 @@ def candidates(m: int, k: int, n: int, sm_count: int, group: int = 128) -> tuple
                                       (256, 128, 4, 2), (32, 256, 2, 16), (64, 256, 4, 16)):
             tiles = _cdiv(n, bn) * m
             sk = split_k_for(tiles, k, bk, sm_count, per_sm)
-            # f16_block_sums: NVFP4's v5 block dot (packed fp16 block sums, 2.7-3.1 SASS per weight on
-            # sm_90a against v4's 3.9-4.1; kernels/NOTES.md v5); FP8 and INT4 ignore it
+            # f16_block_sums: the v5 NVFP4 and INT4 block dots (packed fp16 block sums; sm_90a, 256x128:
+            # NVFP4 3.92 -> 2.74, INT4 5.54 -> 2.89 SASS per weight; kernels/NOTES.md v5); FP8 ignores it
             out.append(Candidate("gemv", dict(block_n=bn, block_k=bk, split_k=sk, num_warps=warps, num_stages=2,
                                               f16_block_sums=True)))
     if m <= 64:

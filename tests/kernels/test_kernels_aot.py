@@ -1,8 +1,8 @@
 """GPU-only rules checked on CPU: the benchmark's launch candidates compile for real targets
 (sm_90a, sm_86, sm_100a) with this Triton, the per-arch tl.dot lowering is detected (Triton 3.x
 emits no tensor-core MMA for sm_75), the v4 NVFP4 GEMV pairs its FMAs (FFMA2) only where the
-target has them, and the benchmark's NVFP4 GEMV is v5's (packed fp16 block sums, HFMA2) on sm_90a
-and sm_100a. Runs in a subprocess: compiling needs TRITON_INTERPRET unset."""
+target has them, and the benchmark's NVFP4 and INT4 GEMVs are v5's (packed fp16 block sums, HFMA2)
+on sm_80+. Runs in a subprocess: compiling needs TRITON_INTERPRET unset."""
 
 from __future__ import annotations
 
@@ -81,6 +81,7 @@ def test_candidates_compile_for_real_gpus_and_lowering_is_detected():
     assert by[("nvfp4", 1, 90)] == by[("fp8", 1, 90)] == by[("int4", 1, 86)] == by[("nvfp4", 1, 100)] == "fma"
     assert paired[("nvfp4", 1, 100)] and not paired[("nvfp4", 1, 90)]         # FFMA2 exists from sm_100
     assert half[("nvfp4", 1, 90, False)] and half[("nvfp4", 1, 100, False)]   # v5: HFMA2 block sums
+    assert half[("int4", 1, 86, False)]                                         # v5 INT4 (sm_80+)
     assert not half[("nvfp4", 1, 90, True)] and not half[("fp8", 1, 90, False)]
     assert by[("nvfp4", 16, 90)] == "wgmma"          # swapped: the weight fills the 64-row MMA side
     assert by[("nvfp4", 8192, 90)] == "wgmma"
