@@ -170,6 +170,10 @@ _SPAWNER = _Spawner()
 
 
 def _child_setup(parent_pid: int, cgroup_procs: str) -> None:  # runs in the child between fork and exec
+    # An ignored signal stays ignored across exec: an advisor started in the background (`cmd &` in a
+    # script, nohup) ignores SIGINT, and the server would too, so the graceful first step of every stop
+    # (SIGINT, the engine's Ctrl-C shutdown) would do nothing. The server starts with the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     if _LIBC is not None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before prctl took effect

@@ -85,6 +85,29 @@ def test_sigterm_stops_the_server_like_ctrl_c(fake_vllm, sig):
     assert engine_pids(port) == [] and records() == []
 
 
+def test_server_of_a_background_advisor_still_stops_on_sigint(fake_vllm):
+    """`nvfp4-advisor launch ... &` from a script (or under nohup) starts with SIGINT ignored; the server must
+    not inherit that, or the graceful first step of the stop does nothing and only SIGTERM ends it."""
+    port = free_port()
+    cli = subprocess.Popen([sys.executable, "-m", "advisor", "launch", "fake-org/fake-model", "--engine", "vllm",
+                            "--engine-version", "0.33.0", "--port", str(port), "--ready-timeout", "30"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                           env=dict(os.environ, FAKE_MODE="ready"),
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        wait_serving(cli)
+        (engine,) = engine_pids(port)
+        assert psutil.Process(engine).status() != psutil.STATUS_ZOMBIE
+        cli.send_signal(signal.SIGTERM)
+        out, err = cli.communicate(timeout=40)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 0, err
+    assert "stopped with  SIGINT" in out
+    assert engine_pids(port) == [] and records() == []
+
+
 def test_leftover_is_reported_before_serving(fake_vllm):
     # a leftover: a worker of an earlier server whose leader (and advisor) died
     from launchers import pidfile
