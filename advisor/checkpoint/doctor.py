@@ -234,29 +234,35 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
         if i is not None:
             members[(parent, i)].append(m)
     fused = [(parent, ms) for (parent, _), ms in members.items() if len(ms) >= 2]
-    reads: list[tuple[str, int, str, str, float]] = []   # (path, offset, module, suffix, sign)
-    for _, ms in fused:
-        for m in ms:
-            tensors = m.header.tensors
-            for suffix, sign in _SCALARS:
-                t = tensors.get(suffix)
-                if t is None or t[1] != "F32" or _prod(t[2]) != 1:
-                    continue
-                path = m.header.shard_of(suffix)
-                if path in start:
-                    reads.append((path, start[path] + t[3], m.name, suffix, sign))
-    values = _read_scalars(reads)
-    # per kind, each module's value: the last of the kind's scalars present, in _SCALARS order (reads keep it)
+    # per kind (weight, input), each module's value: the last of the kind's scalars present, in _SCALARS order.
+    # Read a batch of modules at a time (their reads in offset order, neighbours in one call): the reads of
+    # all ~17k members of a 100k-tensor MoE at once would be most of the peak memory of `inspect`
     weight: dict[str, float] = {}
     inputs: dict[str, float] = {}
-    for _, _, name, suffix, sign in reads:
-        v = values.get((name, suffix))
-        if v is not None:
-            # compressed-tensors stores the reciprocal (global_scale = 1 / scale_2)
-            (inputs if suffix[0] == "i" else weight)[name] = (1.0 / v) if sign < 0 and v else v
+    scalars_of: dict[int, tuple] = {}      # the F32 scalars of a tensor layout (the rows' shared layout object)
+    flat = [m for _, ms in fused for m in ms]
+    for b in range(0, len(flat), _SCALAR_BATCH):
+        kinds: tuple[list, list] = ([], [])       # (path, offset, module, suffix, sign), in module order
+        for m in flat[b:b + _SCALAR_BATCH]:
+            hm = m.header
+            tensors = hm.tensors
+            scalars = scalars_of.get(id(m.layout)) if m.layout is not None else None
+            if scalars is None:
+                scalars = tuple((suffix, sign, suffix[0] == "i") for suffix, sign in _SCALARS
+                                if (t := tensors.get(suffix)) is not None and t[1] == "F32" and _prod(t[2]) == 1)
+                if m.layout is not None:
+                    scalars_of[id(m.layout)] = scalars
+            other = hm._other
+            for suffix, sign, kind in scalars:
+                path = other.get(suffix, hm.path) if other else hm.path
+                if path in start:
+                    kinds[kind].append((path, start[path] + tensors[suffix][3], m.name, suffix, sign))
+        values = _read_scalars(kinds[0] + kinds[1])
+        weight.update(_values_of(kinds[0], values))
+        inputs.update(_values_of(kinds[1], values))
     # a group can only differ where its members hold more than one distinct value (None: no value), counted
     # per group in C; the loop below, which words the finding, only visits those
-    names = [m.name for _, ms in fused for m in ms]
+    names = [m.name for m in flat]
     group_of = [g for g, (_, ms) in enumerate(fused) for _ in ms]
     suspects: set[int] = set()
     for of in (weight, inputs):     # equal values round equal: more than one raw value is the suspicion
@@ -276,6 +282,18 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
                     "so the other members lose precision",
                     detail="; ".join(b[0] for b in bad[:4]),
                     modules=tuple(n for b in bad[:20] for n in b[1]))]
+
+
+def _values_of(reads, values) -> dict[str, float]:
+    """module -> value of ``reads`` (one kind's, in order; the last read with a value wins), the reciprocal
+    for compressed-tensors' global scales (sign -1: global_scale = 1 / scale_2)."""
+    vals = list(map(values.get, map(_NAME_SUFFIX, reads)))
+    if any(r[4] < 0 for r in reads):
+        return {r[2]: (1.0 / v) if r[4] < 0 and v else v for r, v in zip(reads, vals) if v is not None}
+    return {r[2]: v for r, v in zip(reads, vals) if v is not None}
+
+
+_SCALAR_BATCH = 2048        # modules whose global scales are read together
 
 
 _INPUT_SCALE_SAMPLE = 64    # scalars read at most (4 bytes each): enough to tell a constant from calibration

@@ -37,6 +37,9 @@ class ModuleRow:
     layer: int | None
     header: HeaderModule | None = None
     group: str | None = None            # group_name(name), when already worked out
+    # from headers: one object per tensor layout (the same suffixes, dtypes and shapes), shared by the rows
+    # of that layout, so a per-layout answer (doctor: which scalars to read) is worked out once
+    layout: tuple | None = None
 
     @property
     def scheme(self) -> str:
@@ -90,7 +93,7 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
                 mismatch.append(f"{name}: {hit[6]}")
             if flags & _ACT_CONFLICT:
                 act_conflict.append(name)
-        mods.append(row(name, role, w, a, count, params, hm.stored_bytes, shape, layer, hm, pattern))
+        mods.append(row(name, role, w, a, count, params, hm.stored_bytes, shape, layer, hm, pattern, hit))
     sev_list = (
         ("config-quantized-but-bf16", "warn", bad_bf16,
          "the config declares {n} module(s) quantized but their tensors are 16-bit (no scales)"),
@@ -246,17 +249,37 @@ def sort_naturally(mods: list[ModuleRow]) -> None:
             != len(names) - len(chunks):
         mods.sort(key=lambda m: natural_order(m.name))
         return
-    width = max((max(map(len, _NUM.findall(c)), default=0) for c in chunks), default=0)
+    width = _longest_digit_run(chunks)
     keys: list[str] = []
     for c in chunks:                # a chunk at a time: the parts of every name at once would be ~500 B a name
         parts = _NUM.split(c)
         parts[1::2] = map(add, repeat("\x00"), map(str.zfill, parts[1::2], repeat(width)))
         keys += "".join(parts).split("\n")
-    heads = ["0" if "embed" in n else ("2" if n.startswith(("lm_head", "mtp")) else "1") for n in names]
-    mods[:] = [m for _, m in sorted(zip(map(add, heads, keys), mods), key=itemgetter(0))]
+    heads = [0 if "embed" in n else (2 if n.startswith(("lm_head", "mtp")) else 1) for n in names]
+    # by key, then (stable) by head: the order of (head, key), without a string or tuple per name for it
+    order = sorted(range(len(mods)), key=keys.__getitem__)
+    del keys
+    order.sort(key=heads.__getitem__)
+    mods[:] = map(mods.__getitem__, order)
 
 
 _CHUNK = 2048
+_DIGIT_MASK = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))     # ASCII digits -> "0", the rest -> " "
+
+
+def _longest_digit_run(chunks: list[str]) -> int:
+    """The longest run of ASCII digits in ``chunks`` (ASCII text): a digit mask searched for runs of "0",
+    the length found by doubling then bisection, a few C searches instead of a string per digit run."""
+    mask = "\n".join(chunks).encode("ascii").translate(_DIGIT_MASK)
+    if b"0" not in mask:
+        return 0
+    lo, hi = 1, 2                   # a run of lo digits is there; hi: not known yet
+    while b"0" * hi in mask:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:              # a run of lo is there, one of hi is not
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if b"0" * mid in mask else (lo, mid)
+    return lo
 
 
 def group_modules(mods: list[ModuleRow]) -> list[ModuleGroup]:

@@ -216,7 +216,8 @@ def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[st
         # bytes each distinct (dtype, shape) needs; zero-size tensors take the full check, which bounds the
         # running product dimension by dimension
         need_of: dict[tuple, int] = {}
-        for dtype, shape in set(zip(dtypes, shapes)):
+        kinds = list(zip(dtypes, shapes))       # (dtype, shape) of each tensor, built once for both passes
+        for dtype, shape in set(kinds):
             if len(shape) > MAX_RANK or not all(type(d) is int and d > 0 for d in shape):
                 return None
             nbits = _prod(shape) * DTYPE_BITS[dtype]
@@ -224,7 +225,7 @@ def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[st
                 return None
             need_of[(dtype, shape)] = nbits // 8
         if min(begins) < 0 or (buffer_size is not None and max(ends) > buffer_size) \
-                or list(map(operator.sub, ends, begins)) != list(map(need_of.__getitem__, zip(dtypes, shapes))):
+                or list(map(operator.sub, ends, begins)) != list(map(need_of.__getitem__, kinds)):
             return None
     except (TypeError, KeyError, AttributeError, ValueError):
         return None
@@ -252,7 +253,11 @@ def _compact_columns(text: str):
         # one tuple per distinct shape text: "[4,8]" -> (4, 8); the pattern admits only digits and commas
         shape_of = {t: tuple(map(int, t[1:-1].split(","))) if t != "[]" else () for t in set(shape_texts)}
         shapes = list(map(shape_of.__getitem__, shape_texts))
-        begins, ends = list(map(int, begins)), list(map(int, ends))  # ValueError: more digits than int() reads
+        # ValueError: more digits than int() reads. A writer lays the data out in header order, each tensor
+        # where the previous ended: then the begins are 0 and the ends' own int objects (one int per offset)
+        ends_text = ends
+        ends = list(map(int, ends))
+        begins = [0, *ends[:-1]] if begins[0] == "0" and begins[1:] == ends_text[:-1] else list(map(int, begins))
     except (KeyError, ValueError):
         return None
     return names, dtypes, shapes, begins, ends, meta or {}

@@ -10,6 +10,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Literal, overload
 
 from advisor.checkpoint.safetensors_header import SafetensorsHeader, read_header
@@ -137,19 +138,9 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
     shards: list[str]
     if index_names:
         ipath = os.path.join(path, INDEX_NAME if INDEX_NAME in index_names else index_names[0])
-        index = read_json(ipath, required=True)
-        wm = index.get("weight_map")
-        if not isinstance(wm, dict) or not ({str} >= set(map(type, wm)) | set(map(type, wm.values())) or all(
-                isinstance(k, str) and isinstance(v, str) for k, v in wm.items())):
-            raise BadInput("weight_map must map tensor names to shard file names", path=ipath)
-        # one string per shard name instead of one per tensor (json.loads builds a new one for each value)
-        shard_names = {v: v for v in set(wm.values())}
-        wm.update(zip(wm, map(shard_names.__getitem__, wm.values())))
-        for v in set(wm.values()):
-            if os.path.isabs(v) or ".." in v.split("/"):
-                raise BadInput(f"shard name {v!r} points outside the checkpoint folder", path=ipath)
-        files.index, files.index_path = index, ipath
-        shards = sorted(set(wm.values()))
+        files.index, values = _read_index(ipath)
+        files.index_path = ipath
+        shards = sorted(values)
         present = [s for s in shards if os.path.lexists(os.path.join(path, s))]
         if not present:
             files.notes.append(("no-weights", "info",
@@ -172,12 +163,14 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
             return files
     # Names in two shards: while each header's names are all indexed to its own shard (the index names
     # each file once) none can be, so the dict of every name is only built from the first other header on.
+    # Until then each header's names are taken out of the index as they are checked: their strings are freed
+    # for the next header's (the index holds a second string for every name and every shard value, ~17 MB
+    # at 100k tensors), and an index left empty names exactly the headers' tensors.
     wm = files.index["weight_map"] if files.index is not None else None
-    known = dict(zip(wm, wm)) if wm else None      # the headers keep the index's name strings
     seen: dict[str, str] | None = None
     for i, s in enumerate(shards):
-        h = read_header(os.path.join(path, s), names=known)
-        if seen is None and not (wm is not None and set(map(wm.get, h.tensors)) <= {s}):
+        h = read_header(os.path.join(path, s))
+        if seen is None and not (wm is not None and set(map(wm.pop, h.tensors, repeat(None))) <= {s}):
             seen = {}
             for prev, shard in zip(files.headers, shards[:i]):
                 seen.update(dict.fromkeys(prev.tensors, shard))
@@ -191,10 +184,37 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
                 raise BadInput(f"tensor {name!r} is in both {seen[name]} and {s}: {hint}", path=path)
             seen.update(dict.fromkeys(h.tensors, s))
         files.headers.append(h)
-    # every header's names indexed to its own shard (seen still None) and as many names as the index lists:
+    # every header's names indexed to its own shard (seen still None) and no name of the index left over:
     # the same names, each where the index says (a name is in one header at most: load refused a second)
-    files.index_matches = wm is not None and seen is None and sum(len(h.tensors) for h in files.headers) == len(wm)
+    files.index_matches = wm is not None and seen is None and not wm
+    if files.index_matches and files.index is not None:
+        # the index's weight map again (equal as a dict, iterated in the headers' order), from the headers' names
+        same: dict[str, str] = {}
+        for h, s in zip(files.headers, shards):
+            same.update(dict.fromkeys(h.tensors, s))
+        files.index["weight_map"] = same
+    elif wm is not None and files.index_path:
+        # entries were taken out while they matched: the index as written, for the doctor's mismatch report
+        files.index, _ = _read_index(files.index_path)
     return files
+
+
+def _read_index(ipath: str) -> tuple[dict, set[str]]:
+    """The index and its distinct shard names, checked: a weight map of names to relative file names."""
+    index = read_json(ipath, required=True)
+    wm = index.get("weight_map")
+    # JSON object keys are always strings: only the values' types are checked, on the distinct values
+    # (a list or object value is unhashable: set() raises TypeError)
+    try:
+        values = set(wm.values()) if isinstance(wm, dict) else None
+    except TypeError:
+        values = None
+    if values is None or not {str} >= set(map(type, values)):
+        raise BadInput("weight_map must map tensor names to shard file names", path=ipath)
+    for v in values:
+        if os.path.isabs(v) or ".." in v.split("/"):
+            raise BadInput(f"shard name {v!r} points outside the checkpoint folder", path=ipath)
+    return index, values
 
 
 # ------------------------------------------------------------------ hub

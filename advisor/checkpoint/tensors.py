@@ -67,12 +67,14 @@ def group_tensors(headers: list[SafetensorsHeader]) -> dict[str, HeaderModule]:
     mods: dict[str, HeaderModule] = {}
     get = mods.get
     names: set[str] | None = None           # every tensor name: only a name of no known suffix asks
+    one_part = _ONE_PART.get
     for h in headers:
         path = h.path
         for name, e in h.tensors.items():
             prefix, _, suffix = name.rpartition(".")
-            if prefix and suffix in _ONE_PART:
-                suffix = _ONE_PART[suffix]          # one string per suffix, not one per tensor
+            one = one_part(suffix)
+            if prefix and one is not None:
+                suffix = one                        # one string per suffix, not one per tensor
             else:
                 if names is None:
                     names = {n for hh in headers for n in hh.tensors}

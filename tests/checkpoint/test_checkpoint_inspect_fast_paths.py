@@ -47,6 +47,22 @@ def test_sort_naturally_orders_as_natural_order(monkeypatch, chunk, alphabet):
         assert [r.i for r in rows] == want
 
 
+@pytest.mark.parametrize("run", [0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 63, 64, 65, 300])
+def test_the_longest_digit_run_is_what_findall_finds(run):
+    # sort_naturally pads every digit run to the longest: found by searching a digit mask for doubling, then
+    # bisected, run lengths, so each length around a power of two is checked, in the first and a later chunk
+    rng = random.Random(run)
+    for _ in range(20):
+        chunks = ["\n".join(rng.choice(["a.1.b", "x22", "", "q.333.r7", "7" * rng.randint(0, run)]) for _ in range(4))
+                  for _ in range(3)]
+        want = max((max(map(len, modules._NUM.findall(c)), default=0) for c in chunks), default=0)
+        assert modules._longest_digit_run(chunks) == want
+    rows = [_Row(f"m.{'9' * run}.a", 0), _Row(f"m.{'1' + '0' * run}.a", 1), _Row("m.8.a", 2)]
+    want = [r.i for r in sorted(rows, key=lambda r: modules.natural_order(r.name))]
+    modules.sort_naturally(rows)
+    assert [r.i for r in rows] == want
+
+
 def test_group_names_is_group_name_of_each():
     rng = random.Random(5)
     for _ in range(2000):
