@@ -122,8 +122,10 @@ def test_ctrl_c_during_a_phase_ends_its_command(tmp_path):
     prog = (f"set -euo pipefail\nLOG={tmp_path}/log\n{helper}\n"
             f"phase 'long step' sh -c 'echo $$ > {pidfile}; exec sleep 120'\necho after >&2\n")
     master, slave = pty.openpty()
+    # a user's shell at a terminal takes Ctrl-C; pytest itself may run with SIGINT ignored (started with `&`
+    # from a script), and bash cannot trap a signal ignored when it starts
     proc = subprocess.Popen(["bash", "-c", prog], stderr=slave, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(slave)
     try:
         deadline = time.monotonic() + 30
