@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -23,3 +24,10 @@ def transformers_exe() -> Path | None:
         if cand.exists():
             return cand
     return None
+
+
+def as_in_a_terminal() -> None:
+    """preexec_fn for an advisor a test sends Ctrl-C (SIGINT) to: a terminal's shell starts commands with
+    SIGINT at its default, but pytest may run with it ignored (started with `&` from a script), and an
+    ignored signal is inherited, so the advisor would never see the Ctrl-C the test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from launch_support import FAKE_ENGINE, free_port
+from launch_support import FAKE_ENGINE, as_in_a_terminal, free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -40,7 +40,7 @@ def start_cli(port: int, mode: str = "ready", model: str = "fake-org/fake-model"
     return subprocess.Popen([sys.executable, "-m", "advisor", "launch", model, "--engine", "vllm",
                              "--engine-version", "0.33.0", "--port", str(port), "--ready-timeout", "30"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                            env=dict(os.environ, FAKE_MODE=mode))
+                            env=dict(os.environ, FAKE_MODE=mode), preexec_fn=as_in_a_terminal)
 
 
 def wait_serving(cli: subprocess.Popen) -> list[str]:

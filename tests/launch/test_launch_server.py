@@ -8,7 +8,7 @@ import json
 import psutil
 import pytest
 
-from launch_support import free_port
+from launch_support import as_in_a_terminal, free_port
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -75,7 +75,8 @@ def test_launch_cli_serves_until_ctrl_c(tiny_model, tmp_path):
     port = free_port()
     cli = subprocess.Popen([sys.executable, "-m", "advisor", "launch", str(tiny_model), "--engine", "transformers",
                             "--device", "cpu", "--port", str(port), "--ready-timeout", "180"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                           preexec_fn=as_in_a_terminal)
     try:
         lines = []
         deadline = time.monotonic() + 200
