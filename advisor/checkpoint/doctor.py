@@ -227,7 +227,7 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
     members: dict[tuple[str, int], list] = defaultdict(list)
     fused_set_of = _FUSED_SET_OF.get
     for m in mods:
-        if m.header is None or m.count != 1 or m.weight.format != "nvfp4":
+        if m.tensors is None or m.count != 1 or m.weight.format != "nvfp4":
             continue
         parent, _, last = m.name.rpartition(".")
         i = fused_set_of(last)
@@ -244,17 +244,16 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
     for b in range(0, len(flat), _SCALAR_BATCH):
         kinds: tuple[list, list] = ([], [])       # (path, offset, module, suffix, sign), in module order
         for m in flat[b:b + _SCALAR_BATCH]:
-            hm = m.header
-            tensors = hm.tensors
+            tensors = m.tensors
             scalars = scalars_of.get(id(m.layout)) if m.layout is not None else None
             if scalars is None:
                 scalars = tuple((suffix, sign, suffix[0] == "i") for suffix, sign in _SCALARS
                                 if (t := tensors.get(suffix)) is not None and t[1] == "F32" and _prod(t[2]) == 1)
                 if m.layout is not None:
                     scalars_of[id(m.layout)] = scalars
-            other = hm._other
+            other = m.shards
             for suffix, sign, kind in scalars:
-                path = other.get(suffix, hm.path) if other else hm.path
+                path = other.get(suffix, m.path) if other else m.path
                 if path in start:
                     kinds[kind].append((path, start[path] + tensors[suffix][3], m.name, suffix, sign))
         values = _read_scalars(kinds[0] + kinds[1])
@@ -305,13 +304,13 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
     on FP4 tensor cores activations then get a global scale of 1, so small activation blocks fall
     into E4M3's subnormal range."""
     headers = {h.path: h for h in files.headers}
-    cands = [m for m in mods if m.header is not None and m.weight.format == "nvfp4" and m.act.format == "nvfp4"
+    cands = [m for m in mods if m.tensors is not None and m.weight.format == "nvfp4" and m.act.format == "nvfp4"
              and m.count == 1]
     step = max(1, len(cands) // _INPUT_SCALE_SAMPLE)
     reads = []
     for m in cands[::step]:
-        t = m.header.tensors.get("input_scale")
-        h = headers.get(m.header.shard_of("input_scale")) if t is not None else None
+        t = m.tensors.get("input_scale")
+        h = headers.get(m.shard_of("input_scale")) if t is not None else None
         if t is None or h is None or t.dtype != "F32" or t.numel != 1:
             continue
         reads.append((h.path, 8 + h.header_size + t.begin, m.name, "input_scale", 1.0))

@@ -17,9 +17,10 @@ from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
 from advisor.checkpoint.quant_plan import QuantPlan
 from advisor.checkpoint.roles import group_name, group_names, layer_index, layer_indexes, role_of
+from advisor.checkpoint.safetensors_header import TensorEntry
 from advisor.checkpoint.schemes import BF16, NO_ACT, is_quantized, scheme_label, stored_bytes
 from advisor.checkpoint.sources import CheckpointFiles
-from advisor.checkpoint.tensors import HeaderModule, group_tensors, observe
+from advisor.checkpoint.tensors import group_tensors, observe
 
 
 @dataclass(slots=True)
@@ -35,11 +36,17 @@ class ModuleRow:
     stored_bytes: int
     shape: tuple[int, int] | None
     layer: int | None
-    header: HeaderModule | None = None
+    tensors: dict[str, TensorEntry] | None = None      # from headers: suffix -> entry (None: from the config)
     group: str | None = None            # group_name(name), when already worked out
     # from headers: one object per tensor layout (the same suffixes, dtypes and shapes), shared by the rows
     # of that layout, so a per-layout answer (doctor: which scalars to read) is worked out once
     layout: tuple | None = None
+    path: str = ""                      # from headers: the shard of the module's first tensor
+    shards: dict[str, str] | None = None    # suffix -> shard of a tensor not in ``path`` (a module split)
+
+    def shard_of(self, suffix: str) -> str:
+        shards = self.shards
+        return shards.get(suffix, self.path) if shards else self.path
 
     @property
     def scheme(self) -> str:
@@ -50,7 +57,8 @@ class ModuleRow:
 
 def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
                          arch: ArchInfo) -> tuple[list[ModuleRow], list[Finding]]:
-    hmods = group_tensors(files.headers)
+    grouped = group_tensors(files.headers)
+    split = grouped.shards
     findings: list[Finding] = []
     mods: list[ModuleRow] = []
     bad_bf16: list[str] = []
@@ -67,21 +75,21 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
     n_layers = arch.num_layers or None
     producer_ignores = plan.producer not in ("none", "unknown")
     row = ModuleRow
-    names = list(hmods)
-    for (name, hm), pattern, layer in zip(hmods.items(), group_names(names), layer_indexes(names)):
+    names = list(grouped.tensors)
+    for (name, tensors), path, pattern, layer in zip(grouped.tensors.items(), grouped.paths, group_names(names),
+                                                     layer_indexes(names)):
         pattern = patterns.setdefault(pattern, pattern)     # one string per pattern, kept by each row
         rkey = (pattern, bool(n_layers and layer is not None and layer >= n_layers))
         role = roles.get(rkey)
         if role is None:
             role = roles[rkey] = role_of(name, n_layers)
         spec = plan.spec_for(name, role)
-        tensors = hm.tensors
         entries = tensors.values()
         okey = (id(spec), role, tuple(tensors), tuple(map(_DTYPE, entries)), tuple(map(_SHAPE, entries)))
         hit = seen.get(okey)
         if hit is None:
-            hit = seen[okey] = _decide(hm, spec, role, producer_ignores)
-        w, a, count, params, shape, flags = hit[:6]
+            hit = seen[okey] = _decide(tensors, spec, role, producer_ignores)
+        w, a, count, params, shape, flags, _, nbytes = hit[:8]
         if flags:
             if flags & _BAD_BF16:
                 bad_bf16.append(name)
@@ -93,7 +101,8 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
                 mismatch.append(f"{name}: {hit[6]}")
             if flags & _ACT_CONFLICT:
                 act_conflict.append(name)
-        mods.append(row(name, role, w, a, count, params, hm.stored_bytes, shape, layer, hm, pattern, hit))
+        mods.append(row(name, role, w, a, count, params, nbytes, shape, layer, tensors, pattern, hit, path,
+                        split.get(name) if split else None))
     sev_list = (
         ("config-quantized-but-bf16", "warn", bad_bf16,
          "the config declares {n} module(s) quantized but their tensors are 16-bit (no scales)"),
@@ -117,14 +126,16 @@ _DTYPE, _SHAPE = itemgetter(1), itemgetter(2)      # of a TensorEntry
 _BAD_BF16, _UNSCALED, _IGNORED, _MISMATCH, _ACT_CONFLICT = 1, 2, 4, 8, 16
 
 
-def _decide(hm: HeaderModule, spec, role: str, producer_ignores: bool) -> tuple:
-    """(weight, act, count, params, shape, finding flags, mismatch text) of a module: the same for every
-    module of the same spec, role and tensor layout (dtypes and shapes by suffix)."""
+def _decide(tensors: dict[str, TensorEntry], spec, role: str, producer_ignores: bool) -> tuple:
+    """(weight, act, count, params, shape, finding flags, mismatch text, stored bytes) of a module: the same
+    for every module of the same spec, role and tensor layout (dtypes and shapes by suffix). The stored
+    bytes too: every header entry spans exactly the bytes its dtype and shape need (parse_header_bytes)."""
+    nbytes = sum(e[4] - e[3] for e in tensors.values())
     bits = _packed_bits(spec)
-    obs = observe(hm, int_bits=bits)
+    obs = observe(tensors, int_bits=bits)
     if obs is None:
         # no matrix weight (A_log, dt_bias, k/v scales alone): count bytes, BF16-kept
-        return BF16, NO_ACT, 1, sum(t.numel for t in hm.tensors.values()), None, 0, ""
+        return BF16, NO_ACT, 1, sum(t.numel for t in tensors.values()), None, 0, "", nbytes
     w, a = obs.weight, obs.act
     flags, why = 0, ""
     if not is_quantized(w):
@@ -151,7 +162,7 @@ def _decide(hm: HeaderModule, spec, role: str, producer_ignores: bool) -> tuple:
     if role == "conv":
         # a conv1d weight [channels, 1, kernel] is one module, not `channels` stacked experts
         count, shape = 1, None
-    return w, a, count, obs.params, shape, flags, why, spec
+    return w, a, count, obs.params, shape, flags, why, nbytes, spec
 
 
 def _packed_bits(spec) -> int | None:

@@ -27,68 +27,65 @@ _UNDERSCORE_SUFFIXES = ("weight_scale_2", "weight_scale", "input_scale", "blocks
 _MAIN = ("weight", "weight_packed", "qweight", "blocks", "param")
 
 
-class HeaderModule:
-    """The tensors of one module: suffix -> entry, the shard each lies in, their bytes. Slots and one
-    shard path per module (a dict only for a module split across shards): a 100k-tensor MoE builds 25k."""
-
-    __slots__ = ("name", "tensors", "path", "_other", "stored_bytes")
-
-    def __init__(self, name: str, path: str = ""):
-        self.name = name
-        self.tensors: dict[str, TensorEntry] = {}
-        self.path = path                        # the shard of the module's first tensor
-        self._other: dict[str, str] | None = None
-        self.stored_bytes = 0
-
-    def shard_of(self, suffix: str) -> str:
-        other = self._other
-        return other.get(suffix, self.path) if other else self.path
-
-    def add(self, suffix: str, entry: TensorEntry, path: str) -> None:
-        t = self.tensors
-        while suffix in t:               # a second free parameter of the same module (A_log, dt_bias)
-            suffix = suffix + "+"
-        t[suffix] = entry
-        if path != self.path:
-            if self._other is None:
-                self._other = {}
-            self._other[suffix] = path
-        self.stored_bytes += entry[4] - entry[3]
-
-    def main(self) -> TensorEntry | None:
-        for s in _MAIN:
-            if s in self.tensors:
-                return self.tensors[s]
-        return None
+def main_tensor(tensors: dict[str, TensorEntry]) -> TensorEntry | None:
+    """A module's weight (or packed weight, blocks, bare parameter) among its tensors by suffix."""
+    for s in _MAIN:
+        if s in tensors:
+            return tensors[s]
+    return None
 
 
-def group_tensors(headers: list[SafetensorsHeader]) -> dict[str, HeaderModule]:
+@dataclass(slots=True)
+class ModuleTensors:
+    """The headers' tensors grouped by module, three containers for all modules (no object per module:
+    a 100k-tensor MoE has 25k; benchmarks/inspect_speed.py)."""
+
+    tensors: dict[str, dict[str, TensorEntry]]     # module name -> suffix -> entry, in header order
+    paths: list[str]                                # the shard of each module's first tensor, in the same order
+    shards: dict[str, dict[str, str]]               # module -> suffix -> shard of a tensor outside that one
+
+
+def group_tensors(headers: list[SafetensorsHeader]) -> ModuleTensors:
     """The headers' tensors -> modules keyed by module name, in header order."""
-    mods: dict[str, HeaderModule] = {}
+    mods: dict[str, dict[str, TensorEntry]] = {}
+    paths: list[str] = []
+    shards: dict[str, dict[str, str]] = {}
     get = mods.get
     names: set[str] | None = None           # every tensor name: only a name of no known suffix asks
     one_part = _ONE_PART.get
     for h in headers:
         path = h.path
+        here: dict[str, dict[str, TensorEntry]] = {}    # the modules begun in this header
+        here_get = here.get
         for name, e in h.tensors.items():
             prefix, _, suffix = name.rpartition(".")
             one = one_part(suffix)
             if prefix and one is not None:
+                t = here_get(prefix)
+                if t is not None and one not in t:      # the common case
+                    t[one] = e
+                    continue
                 suffix = one                        # one string per suffix, not one per tensor
             else:
                 if names is None:
                     names = {n for hh in headers for n in hh.tensors}
                 prefix, suffix = split_name(name, names, len(e.shape))
-            m = get(prefix)
-            if m is None:
-                m = mods[prefix] = HeaderModule(prefix, path)
-            t = m.tensors
-            if suffix in t or path is not m.path:
-                m.add(suffix, e, path)
-            else:                                   # add(), inlined for the common case
-                t[suffix] = e
-                m.stored_bytes += e[4] - e[3]
-    return mods
+                t = here_get(prefix)
+            if t is None:
+                t = get(prefix)
+                if t is None:
+                    t = mods[prefix] = here[prefix] = {}
+                    paths.append(path)
+                else:                               # a module begun in an earlier shard
+                    while suffix in t:
+                        suffix = suffix + "+"
+                    t[suffix] = e
+                    shards.setdefault(prefix, {})[suffix] = path
+                    continue
+            while suffix in t:               # a second free parameter of the same module (A_log, dt_bias)
+                suffix = suffix + "+"
+            t[suffix] = e
+    return ModuleTensors(mods, paths, shards)
 
 
 _ONE_PART = {s: s for s in _DOT_SUFFIXES if "." not in s}
@@ -132,10 +129,9 @@ class Observed:
 _S = "weight_scale"
 
 
-def observe(m: HeaderModule, *, int_bits: int | None = None) -> Observed | None:
-    """Read the stored format of a module off its tensors; None when it has no matrix weight."""
-    t = m.tensors
-    main = m.main()
+def observe(t: dict[str, TensorEntry], *, int_bits: int | None = None) -> Observed | None:
+    """Read the stored format of a module off its tensors (suffix -> entry); None when it has no matrix weight."""
+    main = main_tensor(t)
     if main is None:
         return None
     dt = main.dtype
@@ -153,11 +149,11 @@ def observe(m: HeaderModule, *, int_bits: int | None = None) -> Observed | None:
             return Observed(WeightQuant(dtype_format(dt), _bits(dt)), ActQuant(), None, 1, main.numel, f"{dt} vector")
         if has("weight.absmax") or any(k.startswith("weight.quant_state") for k in t):
             # bitsandbytes 4-bit: flattened U8 [n/2, 1]; the logical shape lives in quant_state (data).
-            return _bnb4(m)
+            return _bnb4(t)
         return None
     rows, cols = shp[-2], shp[-1]
     if has("weight.absmax") or any(k.startswith("weight.quant_state") for k in t):
-        return _bnb4(m)
+        return _bnb4(t)
     ws = t.get(_S)
     # ---- NVFP4 (ModelOpt: weight U8 + weight_scale F8_E4M3 + weight_scale_2; CT: weight_packed + weight_global_scale)
     if dt == "U8" and ws is not None and ws.dtype == "F8_E4M3" and (has("weight_scale_2")
@@ -182,7 +178,7 @@ def observe(m: HeaderModule, *, int_bits: int | None = None) -> Observed | None:
         return Observed(WeightQuant("int4", 4, "group", group_size=gs, symmetric=True, packing="uint8-2-per-byte-dim0"),
                         act, (n, k), stack, stack * n * k, "U8 weight [N/2, K] + weight_scale [N, K/g] (ModelOpt INT4)")
     # ---- CT pack-quantized: weight_packed I32 [N, K*b/32] (+ weight_shape, weight_scale [N, K/g])
-    if m.tensors.get("weight_packed") is main and dt == "I32":
+    if t.get("weight_packed") is main and dt == "I32":
         bits = int_bits or 4
         k = cols * 32 // bits
         gran, gs = _int_granularity(ws, rows, k)
@@ -191,7 +187,7 @@ def observe(m: HeaderModule, *, int_bits: int | None = None) -> Observed | None:
                                     packing=f"int32-{32 // bits}-per-word"),
                         None, (rows, k), stack, stack * rows * k, f"I32 weight_packed ({bits}-bit per config)")
     # ---- GPTQ / AWQ: qweight I32 + qzeros + scales [K/g, N]
-    if m.tensors.get("qweight") is main:
+    if t.get("qweight") is main:
         sc = t.get("scales")
         if sc is None or len(sc.shape) != 2:
             return Observed(WeightQuant("int4", 4, "unknown"), None, None, 1, main.numel * 8, "qweight without scales",
@@ -247,9 +243,9 @@ def observe(m: HeaderModule, *, int_bits: int | None = None) -> Observed | None:
                     f"{dt} weight (unrecognised layout)")
 
 
-def _bnb4(m: HeaderModule) -> Observed:
-    main = m.tensors["weight"]
-    qt = "nf4" if any(k.endswith("nf4") for k in m.tensors) else "fp4"
+def _bnb4(t: dict[str, TensorEntry]) -> Observed:
+    main = t["weight"]
+    qt = "nf4" if any(k.endswith("nf4") for k in t) else "fp4"
     return Observed(WeightQuant(qt, 4, "group", group_size=64, packing="uint8-2-per-byte"), ActQuant(), None, 1,
                     main.numel * 2, f"bitsandbytes {qt}: U8 weight + absmax + quant_state")
 

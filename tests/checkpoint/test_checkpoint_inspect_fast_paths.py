@@ -358,3 +358,39 @@ def test_the_index_total_size_is_checked_against_the_shards_data(tmp_path, decla
     info = inspect_checkpoint(_sharded(tmp_path, metadata={"total_size": declared}))
     said = [f.message for f in info.findings if f.code == "index-total-size-mismatch"]
     assert said == (["index metadata.total_size is 25 bytes but the shard headers hold 24"] if found else [])
+
+
+@pytest.mark.parametrize("k_scale", [1.0, 2.0])
+def test_scalars_of_a_module_split_across_shards_are_read_from_their_own_shard(tmp_path, k_scale):
+    # q/k/v's weights in shard 1, their F32 scalars in shard 2 (behind 64 bytes of padding, so an offset read
+    # from the wrong shard lands in shard 2's padding or shard 1's weights): the fused-scale check and the
+    # input-scale sample must read shard 2 at each scalar's own offset
+    cfg = dict(LLAMA_CONFIG, num_hidden_layers=1)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"}, "quantization": {
+        "quant_algo": "NVFP4", "group_size": 16, "kv_cache_quant_algo": None}}))
+    first, second, pos1, pos2, data2 = {}, {"pad": {"dtype": "U8", "shape": [64], "data_offsets": [0, 64]}}, 0, 64, []
+    for proj in ("q_proj", "k_proj", "v_proj"):
+        prefix = f"model.layers.0.self_attn.{proj}"
+        for suffix, dt, shape, nb in (("weight", "U8", [4, 8], 32), ("weight_scale", "F8_E4M3", [4, 1], 4)):
+            first[f"{prefix}.{suffix}"] = {"dtype": dt, "shape": shape, "data_offsets": [pos1, pos1 + nb]}
+            pos1 += nb
+        for suffix, v in (("weight_scale_2", k_scale if proj == "k_proj" else 1.0), ("input_scale", 1.0)):
+            second[f"{prefix}.{suffix}"] = {"dtype": "F32", "shape": [], "data_offsets": [pos2, pos2 + 4]}
+            data2.append(struct.pack("<f", v))
+            pos2 += 4
+    wm = {}
+    for i, (hdr, data) in enumerate(((first, bytes(range(pos1))), (second, bytes(range(64)) + b"".join(data2))), 1):
+        name = f"model-0000{i}-of-00002.safetensors"
+        body = json.dumps(hdr).encode()
+        (tmp_path / name).write_bytes(struct.pack("<Q", len(body)) + body + data)
+        wm.update(dict.fromkeys(hdr, name))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wm}))
+    info = inspect_checkpoint(str(tmp_path))
+    codes = {f.code: f for f in info.findings}
+    assert "uncalibrated-input-scales" in codes
+    if k_scale == 1.0:
+        assert "fused-global-scale-mismatch" not in codes
+    else:
+        assert "model.layers.0.self_attn weight: k_proj=2, q_proj=1, v_proj=1" in codes[
+            "fused-global-scale-mismatch"].detail
