@@ -16,7 +16,6 @@ from advisor.cost import context as ctxmod
 from advisor.cost import efficiency, feasibility
 from advisor.cost.derived import Derived
 from advisor.cost.engine_profile import EngineMemory, load_engine_memory
-from advisor.cost import measured as measured_ops
 from advisor.cost.overrides import Overrides
 from advisor.cost import spec_concurrency, speculative
 from advisor.cost.step_costs import module_groups_derived
@@ -338,7 +337,7 @@ def make_plan(checkpoint: CheckpointInfo, explanation: Explanation, gpu: GpuSpec
     legacy = sorted({d.kernel or "" for d in explanation.decisions if d.runs and d.layer_class != "attention_kv"
                      and any(efficiency.legacy_mma_sync(r.mma, gpu.sm) for r in (d.at_m(1), *d.m_ranges))})
     if legacy:
-        marlin = measured_ops.marlin_mma_sync_efficiency(ctx.model.ops)
+        marlin = ctx.model.marlin_rate
         warnings.append(f"prefill on {', '.join(legacy)} is an {efficiency.LEGACY_MMA_SYNC_NOTE}" if marlin is None
                         else f"prefill and large batches on {', '.join(legacy)}: {efficiency.MARLIN_MMA_SYNC_NOTE}; "
                              f"{marlin[1]}")

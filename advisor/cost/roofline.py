@@ -215,7 +215,7 @@ class CostModel:
             csrc = (f"table peak of {r.mma} x measured BF16 GEMM efficiency {e:.3g} at this M and "
                     f"N*K ({bf16.source}; {bf16.scaling})")
             if legacy_mma_sync(r.mma, self.eff.sm):
-                marlin = measured.marlin_mma_sync_efficiency(self.ops)
+                marlin = self.marlin_rate
                 if marlin is not None and marlin[0] < e:
                     e = marlin[0]
                     csrc = f"table peak of {r.mma} x {e:.3g}: {MARLIN_MMA_SYNC_NOTE} ({marlin[1]})"
@@ -267,6 +267,12 @@ class CostModel:
         if pts and requests > 1:
             host += _interp(pts, float(requests)) - _interp(pts, 1.0)
         return host * 1e-6
+
+    @functools.cached_property
+    def marlin_rate(self) -> tuple[float, str] | None:
+        """Marlin's measured mma.sync efficiency on this card's system and its source (None: no table);
+        asked for every Marlin module group and M, looked up once."""
+        return measured.marlin_mma_sync_efficiency(self.ops)
 
     @functools.cached_property
     def _host_points(self) -> list[tuple[float, float]]:
