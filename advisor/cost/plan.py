@@ -52,7 +52,7 @@ def _flags(eng: EngineMemory, rec_kv: str, share: float, batch: int, chunked: in
     if not graphs:
         flags.update(engine_flags.as_flag_dict(engine_flags.eager_args(eng.engine, version)))
     if host_overlap is False:                    # the plan was costed without overlap: launch it so
-        flags.update(engine_flags.as_flag_dict(engine_flags.no_host_overlap_args(eng.engine)))
+        flags.update(engine_flags.as_flag_dict(engine_flags.no_host_overlap_args(eng.engine, version)))
     # environment variables first: the flag line can then be pasted in front of the engine command
     front = dict(engine_flags.eager_env(eng.engine)) if not graphs else {}
     return {**front, **(env or {}), **flags}

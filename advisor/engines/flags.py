@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from advisor.engines.registry import find
 from advisor.engines.spelling import DRAFT_PLACEHOLDER, as_flag_dict, spec_method  # noqa: F401 - one import place
+from advisor.engines.spelling import version_tuple
 
 
 def needs_draft(engine: str, method: str) -> bool:
@@ -50,11 +51,15 @@ def eager_args(engine: str, version: str | None = None) -> list[str]:
     return spec.eager(version) if spec else []
 
 
-def no_host_overlap_args(engine: str) -> list[str]:
+def no_host_overlap_args(engine: str, version: str | None = None) -> list[str]:
     """Flags that make the engine finish each step's host work before the next GPU step (vLLM
-    --no-async-scheduling, SGLang --disable-overlap-schedule); [] where there is none."""
+    --no-async-scheduling, SGLang --disable-overlap-schedule); [] where there is none, or where
+    ``version`` predates them (it schedules without overlap by default there)."""
     spec = find(engine)
-    return list(spec.no_host_overlap) if spec else []
+    if spec is None:
+        return []
+    v, since = version_tuple(version), version_tuple(spec.no_host_overlap_since)
+    return [] if v and since and v < since else list(spec.no_host_overlap)
 
 
 def eager_env(engine: str) -> list[tuple[str, str]]:

@@ -43,6 +43,8 @@ class EngineSpec:
     eager: Callable[[str | None], list[str]] = _no_args                  # (engine version) -> flags
     eager_env: tuple[tuple[str, str], ...] = ()  # CUDA graphs off by environment instead of a flag
     no_host_overlap: tuple[str, ...] = ()       # flags that stop it scheduling the next step while the GPU works
+    no_host_overlap_since: str = ""             # first version with those flags (before it: no overlap, no flag)
+    no_host_overlap_source: str = ""
     allreduce: str = ""                         # TP all-reduce is this library's (nccl), not a kernel of its own
     allreduce_source: str = ""
     four_bit_kv_warning: str = ""               # measured on this engine: replaces the plan's generic warning

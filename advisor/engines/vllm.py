@@ -39,7 +39,10 @@ SPEC = EngineSpec(
     context_flag="--max-model-len", chat_template_flag="--chat-template",
     speculative=_speculative, needs_draft=lambda m: m in VLLM_NEEDS_DRAFT,
     prefix_cache=_prefix_cache, eager=lambda _version: ["--enforce-eager"],
-    no_host_overlap=("--no-async-scheduling",),
+    # async scheduling on by default, and --no-async-scheduling to turn it off, from 0.14.0
+    # (vllm/config/scheduler.py:133@0.13.0: async_scheduling: bool = False)
+    no_host_overlap=("--no-async-scheduling",), no_host_overlap_since="0.14.0",
+    no_host_overlap_source="vllm/config/vllm.py:588-620@0.14.0",
     executables=("vllm",), distributions=("vllm",), reference_version="0.33.0", version_flag=True,
     log_signatures=log_signatures.VLLM,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from advisor.engines.flags import chat_template_args, context_args, no_host_overlap_args, prefix_cache_args
+from advisor.engines.vllm import SPEC as VLLM_ENGINE
 from advisor.engines.vllm import VLLM_NEEDS_DRAFT, VLLM_SPEC, vllm_speculative_config
 from launchers.cluster import ray_steps
 from launchers.command import LaunchCommand
@@ -18,9 +19,6 @@ KV = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8", 
 SPEC = VLLM_SPEC
 NEEDS_DRAFT = VLLM_NEEDS_DRAFT
 
-# async scheduling on unless something is incompatible, and --no-async-scheduling to turn it off, from 0.14.0
-# (vllm/config/vllm.py:588-620@0.14.0; vllm/config/scheduler.py:133@0.13.0: async_scheduling: bool = False)
-G_NO_ASYNC = Gate("--no-async-scheduling", since="0.14.0", source="vllm/config/vllm.py:588-620@0.14.0")
 G_LINEAR = Gate("--linear-backend", since="0.33.0", source="vllm/engine/arg_utils.py:1845@0.33.0",
                 hint="older versions choose linear kernels without this flag")
 G_MOE = Gate("--moe-backend", since="0.33.0", source="vllm/engine/arg_utils.py:1848@0.33.0",
@@ -67,11 +65,11 @@ def build(s, version, note) -> LaunchCommand:
     argv += prefix_cache_args("vllm", s.prefix_caching)
     argv += chat_template_args("vllm", s.chat_template)
     if s.host_overlap is False:
-        if G_NO_ASYNC.allows(version):
-            argv += no_host_overlap_args("vllm")
-        else:               # off already: that version's default
-            notes.append(f"vLLM before {G_NO_ASYNC.since} schedules without overlap by default (async_scheduling: "
-                         "bool = False, vllm/config/scheduler.py:133@0.13.0): no flag needed")
+        off = no_host_overlap_args("vllm", version)
+        argv += off
+        if not off:         # off already: that version's default
+            notes.append(f"vLLM before {VLLM_ENGINE.no_host_overlap_since} schedules without overlap by default "
+                         "(async_scheduling: bool = False, vllm/config/scheduler.py:133@0.13.0): no flag needed")
     if not s.cuda_graphs:
         argv += ["--enforce-eager"]
         notes.append("--enforce-eager turns off CUDA graphs and torch.compile (vllm/config/model.py:276-283@0.33.0)")

@@ -88,3 +88,18 @@ def test_every_point_on_vllm_before_0_14_pins_it_off():
             assert p.get("async_scheduling") is False, p["id"]
         else:
             assert "async_scheduling" not in p, p["id"]
+
+
+def test_one_rule_for_plan_and_launch_no_flag_before_the_version_that_has_it():
+    """The plan's flag line and the serve command read the same rule: vLLM before 0.14.0 has no
+    --no-async-scheduling (it schedules without overlap by default), so neither may print it."""
+    from advisor.cost.engine_profile import load_engine_memory
+    from advisor.cost.plan import _flags
+    from advisor.engines.flags import no_host_overlap_args
+
+    assert no_host_overlap_args("vllm", "0.13.0") == [] and no_host_overlap_args("vllm", "0.14.0") == [
+        "--no-async-scheduling"]
+    eng = load_engine_memory("vllm", None)
+    old = _flags(eng, "auto", 0.9, 8, 8192, 1, version="0.13.0", host_overlap=False)
+    new = _flags(eng, "auto", 0.9, 8, 8192, 1, version="0.33.0", host_overlap=False)
+    assert "--no-async-scheduling" not in old and "--no-async-scheduling" in new
