@@ -26,7 +26,6 @@ from advisor.checkpoint.schemes import is_quantized
 from advisor.checkpoint.sources import CheckpointFiles
 from advisor.errors import BadInput
 
-_BEGIN, _END = operator.itemgetter(3), operator.itemgetter(4)     # of a TensorEntry
 _FIRST = operator.itemgetter(0)
 _NOTE_SEVERITY = {"modelopt-config-groups-contradict": "info", INVALID: "error", CONFLICT: "warn"}
 
@@ -42,7 +41,7 @@ def findings(files: CheckpointFiles, plan: QuantPlan, arch: ArchInfo, mods: list
              groups: list[ModuleGroup], label: Scheme, shares: dict[Scheme, float],
              experts: int | None = None) -> list[Finding]:
     """``experts``: experts_per_layer(mods), when the caller has it (None: worked out here)."""
-    if files.headers and not any(h.tensors for h in files.headers):
+    if files.headers and not any(h.count for h in files.headers):
         # a header of metadata only: every size and speed would be computed from zero bytes
         raise BadInput("no tensors in the safetensors header (nothing to size or classify)",
                        path=files.headers[0].path if len(files.headers) == 1 else files.source)
@@ -113,18 +112,14 @@ def _index_checks(files) -> list[Finding]:
 
     total = 0
     for h in files.headers:
-        if h.file_size >= 0:        # a local file: its tensors tile the data buffer exactly (parse_header checked)
-            total += h.file_size - 8 - h.header_size
-        else:
-            entries = h.tensors.values()
-            total += sum(map(operator.sub, map(_END, entries), map(_BEGIN, entries)))
+        total += h.data_bytes       # a local file's tensors tile its data buffer exactly (parse_header checked)
     shards = [os.path.basename(h.path) for h in files.headers]
     base = {s: os.path.basename(s) for s in set(wm.values()) if isinstance(s, str)} if not files.index_matches else {}
     # Nothing missing, extra or moved: load() saw every header's tensors indexed to that header's shard, or,
     # checked here in C, every header's tensors are indexed to that header's shard (so no name is in two
     # headers of different file names) and the index lists as many names
-    if files.index_matches or len(set(shards)) == len(shards) and sum(len(h.tensors) for h in files.headers) \
-            == len(wm) and all({base.get(s, s) for s in set(map(wm.get, h.tensors))} <= {shard}
+    if files.index_matches or len(set(shards)) == len(shards) and sum(h.count for h in files.headers) \
+            == len(wm) and all({base.get(s, s) for s in set(map(wm.get, h.tensor_names()))} <= {shard}
                                for h, shard in zip(files.headers, shards)):
         missing: list[str] = []
         extra: list[str] = []
@@ -132,7 +127,7 @@ def _index_checks(files) -> list[Finding]:
     else:
         where: dict[str, str] = {}
         for h, shard in zip(files.headers, shards):
-            where.update(dict.fromkeys(h.tensors, shard))
+            where.update(dict.fromkeys(h.tensor_names(), shard))
         missing = [n for n in wm if n not in where]
         extra = [n for n in where if n not in wm]
         moved = [n for n, s in wm.items() if n in where and base.get(s, s) != where[n]]
@@ -157,7 +152,7 @@ def _index_checks(files) -> list[Finding]:
 def _kv_checks(files, plan) -> list[Finding]:
     if plan.kv_cache:
         return []
-    kv_tensors = [n for h in files.headers for n in h.tensors if n.endswith((".k_scale", ".v_scale"))]
+    kv_tensors = [n for h in files.headers for n in h.kv_names]
     if kv_tensors:
         return [Finding("kv-scales-undeclared", "info",
                         f"{len(kv_tensors)} KV-cache scale tensors present but the config declares no KV-cache "

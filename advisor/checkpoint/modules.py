@@ -20,7 +20,7 @@ from advisor.checkpoint.roles import group_name, group_names, layer_index, layer
 from advisor.checkpoint.safetensors_header import TensorEntry
 from advisor.checkpoint.schemes import BF16, NO_ACT, is_quantized, scheme_label, stored_bytes
 from advisor.checkpoint.sources import CheckpointFiles
-from advisor.checkpoint.tensors import group_tensors, observe
+from advisor.checkpoint.tensors import observe
 
 
 @dataclass(slots=True)
@@ -57,7 +57,7 @@ class ModuleRow:
 
 def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
                          arch: ArchInfo) -> tuple[list[ModuleRow], list[Finding]]:
-    grouped = group_tensors(files.headers)
+    grouped = files.grouped
     split = grouped.shards
     findings: list[Finding] = []
     mods: list[ModuleRow] = []

@@ -193,15 +193,28 @@ def _no_float(s: str):
 
 
 def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[str, str] | None = None):
-    """(tensors, metadata, covered) of a header in the plain form every writer produces, checked in a few C-speed
-    passes; None for anything else (a failed check included), which then goes through the full check
-    below with its exact message. The compact form is split into columns by one regex pass (header_tokens);
-    any other plain form is parsed by json.loads without the per-object duplicate-key hook of the full
-    check (a Python call per tensor): there repeated keys are caught by counting instead, each key is
-    followed by one ':', so as many ':' in the text as keys in the parsed objects means no key was
-    repeated (and no ':' sits inside a string). Every check runs column by column through map/set/min/max,
-    never a Python statement per tensor (benchmarks/inspect_speed.py: that loop cost ~3 us a tensor,
-    twice the parse)."""
+    """(tensors, metadata, covered) of a header in the plain form every writer produces (_plain_columns); None
+    for anything else, which then goes through the full check below with its exact message."""
+    cols = _plain_columns(raw, text, buffer_size)
+    if cols is None:
+        return None
+    names, dtypes, shapes, begins, ends, meta, covered = cols
+    if known:
+        names = list(map(known.get, names, names))
+    return dict(zip(names, map(_new_entry, repeat(TensorEntry), zip(names, dtypes, shapes, begins, ends)))), meta, \
+        covered
+
+
+def _plain_columns(raw: bytes, text: str, buffer_size: int | None):
+    """(names, dtypes, shapes, begins, ends, metadata, covered) of a header in the plain form every writer
+    produces, checked in a few C-speed passes; None for anything else (a failed check included). The compact
+    form is split into columns by one regex pass (header_tokens); any other plain form is parsed by
+    json.loads without the per-object duplicate-key hook of the full check (a Python call per tensor): there
+    repeated keys are caught by counting instead, each key is followed by one ':', so as many ':' in the
+    text as keys in the parsed objects means no key was repeated (and no ':' sits inside a string). Every
+    check runs column by column through map/set/min/max, never a Python statement per tensor
+    (benchmarks/inspect_speed.py: that loop cost ~3 us a tensor, twice the parse). ``covered``: the entries
+    tile the buffer (False: the caller runs _check_coverage for its message)."""
     cols = _compact_columns(text) if b"\\" not in raw else None
     if cols is None:
         cols = _json_columns(raw, text)
@@ -209,9 +222,7 @@ def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[st
             return None
     names, dtypes, shapes, begins, ends, meta = cols
     if not names:
-        return {}, meta, False
-    if known:
-        names = list(map(known.get, names, names))
+        return names, dtypes, shapes, begins, ends, meta, False
     try:
         # bytes each distinct (dtype, shape) needs; zero-size tensors take the full check, which bounds the
         # running product dimension by dimension
@@ -229,16 +240,69 @@ def _plain_header(raw: bytes, text: str, buffer_size: int | None, known: dict[st
             return None
     except (TypeError, KeyError, AttributeError, ValueError):
         return None
-    tensors = dict(zip(names, map(_new_entry, repeat(TensorEntry), zip(names, dtypes, shapes, begins, ends))))
-    if len(tensors) != len(names) or "__metadata__" in tensors:     # compact columns: a repeated name
+    distinct = set(names)
+    if len(distinct) != len(names) or "__metadata__" in distinct:     # compact columns: a repeated name
         return None
-    # _check_coverage in C (False: the caller runs it for its message). Every tensor here has at least
-    # one byte, so sorted by offsets each starts where the previous ended exactly when the sorted begins
-    # are 0 followed by all the sorted ends but the last (each byte below the last end is then covered once)
-    begins.sort()
-    ends.sort()
-    covered = begins[0] == 0 and begins[1:] == ends[:-1] and (buffer_size is None or ends[-1] == buffer_size)
-    return tensors, meta, covered
+    del distinct
+    # _check_coverage in C. Every tensor here has at least one byte, so sorted by offsets each starts where
+    # the previous ended exactly when the sorted begins are 0 followed by all the sorted ends but the last
+    # (each byte below the last end is then covered once). Sorted copies: the columns keep header order
+    sb, se = sorted(begins), sorted(ends)
+    covered = sb[0] == 0 and sb[1:] == se[:-1] and (buffer_size is None or se[-1] == buffer_size)
+    return names, dtypes, shapes, begins, ends, meta, covered
+
+
+class HeaderColumns(NamedTuple):
+    """A validated header as columns, in header order: what `inspect` keeps of a shard (no object per tensor)."""
+
+    path: str
+    header_size: int
+    file_size: int
+    metadata: dict[str, str]
+    names: list[str]
+    dtypes: list[str]
+    shapes: list[tuple[int, ...]]
+    begins: list[int]
+    ends: list[int]
+
+
+def read_header_columns(path: str) -> HeaderColumns:
+    """read_header as columns: the same checks and messages (a header the fast path cannot take goes through
+    read_header's full check and is turned into columns)."""
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISREG(mode):
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                head = f.read(8)
+                if len(head) == 8:
+                    (n,) = struct.unpack("<Q", head)
+                    if n <= min(MAX_HEADER_SIZE, MAX_JSON_ITEMS, size - 8):
+                        raw = f.read(n)
+                        cols = _columns_of(raw, size - 8 - n) if len(raw) == n else None
+                        if cols is not None:
+                            return HeaderColumns(path, n, size, *cols)
+    except OSError:
+        pass            # read_header words it
+    h = read_header(path)
+    tensors = h.tensors.values()
+    return HeaderColumns(h.path, h.header_size, h.file_size, h.metadata, list(h.tensors),
+                         [e.dtype for e in tensors], [e.shape for e in tensors], [e.begin for e in tensors],
+                         [e.end for e in tensors])
+
+
+def _columns_of(raw: bytes, buffer_size: int):
+    """(metadata, names, dtypes, shapes, begins, ends) of a plain header whose entries tile the buffer; None: the
+    full check decides (a header under MAX_JSON_ITEMS bytes cannot exceed that many items)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    cols = _plain_columns(raw, text, buffer_size)
+    if cols is None or not cols[6]:
+        return None
+    names, dtypes, shapes, begins, ends, meta, _ = cols
+    return meta, names, dtypes, shapes, begins, ends
 
 
 def _compact_columns(text: str):

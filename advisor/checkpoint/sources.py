@@ -10,10 +10,12 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Literal, overload
 
-from advisor.checkpoint.safetensors_header import SafetensorsHeader, read_header
+from advisor.checkpoint.index_summary import IndexSummary, pairs_fingerprint, summarize_index
+from advisor.checkpoint.safetensors_header import read_header_columns
+from advisor.checkpoint.shards import ShardTensors, group_shards, shard_of_columns, shard_of_header
+from advisor.checkpoint.tensors import ModuleTensors
 from advisor.errors import BadInput
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w./-]+)?$")
@@ -28,13 +30,14 @@ class CheckpointFiles:
     quantize_config: dict | None = None
     index: dict | None = None
     index_path: str | None = None
-    headers: list[SafetensorsHeader] = field(default_factory=list)
+    headers: list[ShardTensors] = field(default_factory=list)
     local: bool = True                    # headers are local files (tiny scalars may be read for doctor checks)
     notes: list[tuple[str, str, str]] = field(default_factory=list)   # (code, severity, message)
     gguf: list[tuple[str, int]] = field(default_factory=list)   # (file name, bytes) of GGUF weights in the folder
     # the index names every header's tensors, each in its own shard, and no others: load() checked it while
     # reading the headers, so the doctor's index check has nothing to look for (False: not known, look)
     index_matches: bool = False
+    grouped: ModuleTensors | None = None     # the headers' tensors by module (shards.group_shards)
 
 
 def load(source: str) -> CheckpointFiles:
@@ -112,7 +115,8 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
             files.config = read_json(cfg_path, required=False)
             files.hf_quant_config = read_json(os.path.join(folder, "hf_quant_config.json"), required=False)
             files.quantize_config = read_json(os.path.join(folder, "quantize_config.json"), required=False)
-        files.headers = [read_header(path)]
+        files.headers = [shard_of_columns(read_header_columns(path), os.path.basename(path))]
+        files.grouped = group_shards(files.headers, folder=path, index=False)
         return files
     if not _st.S_ISDIR(st.st_mode):
         raise BadInput("not a regular file or folder", path=path)
@@ -136,11 +140,12 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
         raise BadInput(_os_problem(err), path=path) from None
     index_names = [n for n in names if n.endswith(".safetensors.index.json")]
     shards: list[str]
+    summary: IndexSummary | None = None
     if index_names:
         ipath = os.path.join(path, INDEX_NAME if INDEX_NAME in index_names else index_names[0])
-        files.index, values = _read_index(ipath)
+        summary = _index_summary(ipath)
         files.index_path = ipath
-        shards = sorted(values)
+        shards = sorted(summary.shards)
         present = [s for s in shards if os.path.lexists(os.path.join(path, s))]
         if not present:
             files.notes.append(("no-weights", "info",
@@ -161,42 +166,38 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
                    if other else "no weight files present (config-only folder): sizes are computed from the config")
             files.notes.append(("no-weights", "info", msg))
             return files
-    # Names in two shards: while each header's names are all indexed to its own shard (the index names
-    # each file once) none can be, so the dict of every name is only built from the first other header on.
-    # Until then each header's names are taken out of the index as they are checked: their strings are freed
-    # for the next header's (the index holds a second string for every name and every shard value, ~17 MB
-    # at 100k tensors), and an index left empty names exactly the headers' tensors.
-    wm = files.index["weight_map"] if files.index is not None else None
-    seen: dict[str, str] | None = None
-    for i, s in enumerate(shards):
-        h = read_header(os.path.join(path, s))
-        if seen is None and not (wm is not None and set(map(wm.pop, h.tensors, repeat(None))) <= {s}):
-            seen = {}
-            for prev, shard in zip(files.headers, shards[:i]):
-                seen.update(dict.fromkeys(prev.tensors, shard))
-        if seen is not None:
-            if seen.keys() & h.tensors.keys():          # the loop below only names the first repeated tensor
-                # two copies of the weights in one folder (e.g. a re-saved file next to the original):
-                # counting both would double every size
-                name = next(n for n in h.tensors if n in seen)
-                hint = ("the index lists both files" if files.index is not None else
-                        "two copies of the weights? inspect one file, or add a model.safetensors.index.json")
-                raise BadInput(f"tensor {name!r} is in both {seen[name]} and {s}: {hint}", path=path)
-            seen.update(dict.fromkeys(h.tensors, s))
-        files.headers.append(h)
-    # every header's names indexed to its own shard (seen still None) and no name of the index left over:
-    # the same names, each where the index says (a name is in one header at most: load refused a second)
-    files.index_matches = wm is not None and seen is None and not wm
-    if files.index_matches and files.index is not None:
-        # the index's weight map again (equal as a dict, iterated in the headers' order), from the headers' names
-        same: dict[str, str] = {}
-        for h, s in zip(files.headers, shards):
-            same.update(dict.fromkeys(h.tensors, s))
-        files.index["weight_map"] = same
-    elif wm is not None and files.index_path:
-        # entries were taken out while they matched: the index as written, for the doctor's mismatch report
-        files.index, _ = _read_index(files.index_path)
+    # Each shard is kept as columns (shards.py), its names only while it is read: the index is checked by a
+    # fingerprint of its (name, shard) pairs against the headers' (index_summary.py), and a name in two
+    # shards is refused while grouping. Both kept every name of the checkpoint as a string before (~5x the
+    # header bytes at 100k tensors; benchmarks/inspect_speed.py).
+    fingerprint = count = 0
+    for s in shards:
+        c = read_header_columns(os.path.join(path, s))
+        if summary is not None:
+            fingerprint += pairs_fingerprint(c.names, s)
+            count += len(c.names)
+        files.headers.append(shard_of_columns(c, s))
+    files.grouped = group_shards(files.headers, folder=path, index=summary is not None)
+    if summary is not None and files.index_path:
+        # the same (name, shard) pairs as the headers (the names are unique: grouping refused a repeat), so
+        # the index names every header's tensors, each in its own shard, and no others
+        files.index_matches = (fingerprint, count) == (summary.fingerprint, summary.count)
+        # the doctor reads the metadata; the weight map only to word a mismatch
+        files.index = {"metadata": summary.metadata} if files.index_matches else _read_index(files.index_path)[0]
     return files
+
+
+def _index_summary(ipath: str) -> IndexSummary:
+    """The index's shards and the fingerprint of its pairs: read in pieces where it is in a plain form, else
+    through json.loads with today's checks and messages."""
+    summary = summarize_index(ipath)
+    if summary is not None:
+        for v in summary.shards:
+            _check_shard_name(v, ipath)
+        return summary
+    index, values = _read_index(ipath)
+    wm = index["weight_map"]
+    return IndexSummary(frozenset(values), len(wm), sum(map(hash, wm.items())), index.get("metadata"))
 
 
 def _read_index(ipath: str) -> tuple[dict, set[str]]:
@@ -212,9 +213,13 @@ def _read_index(ipath: str) -> tuple[dict, set[str]]:
     if values is None or not {str} >= set(map(type, values)):
         raise BadInput("weight_map must map tensor names to shard file names", path=ipath)
     for v in values:
-        if os.path.isabs(v) or ".." in v.split("/"):
-            raise BadInput(f"shard name {v!r} points outside the checkpoint folder", path=ipath)
+        _check_shard_name(v, ipath)
     return index, values
+
+
+def _check_shard_name(v: str, ipath: str) -> None:
+    if os.path.isabs(v) or ".." in v.split("/"):
+        raise BadInput(f"shard name {v!r} points outside the checkpoint folder", path=ipath)
 
 
 # ------------------------------------------------------------------ hub
@@ -228,7 +233,8 @@ def _load_hub(source: str) -> CheckpointFiles:
     files.config = snap.configs.get("config.json")
     files.hf_quant_config = snap.configs.get("hf_quant_config.json")
     files.quantize_config = snap.configs.get("quantize_config.json")
-    files.headers = list(snap.headers)
+    files.headers = [shard_of_header(h, h.path, local=False) for h in snap.headers]
+    files.grouped = group_shards(files.headers, folder=source, index=False, refuse_duplicates=False)
     files.index = snap.index
     if snap.note:
         files.notes.append(("no-weights", "info", snap.note + ": sizes are computed from the config"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.checkpoint.model import ActQuant, WeightQuant
-from advisor.checkpoint.safetensors_header import SafetensorsHeader, TensorEntry
+from advisor.checkpoint.safetensors_header import TensorEntry
 from advisor.checkpoint.schemes import dtype_format
 
 # Companion suffixes after a '.', longest first.
@@ -37,55 +37,13 @@ def main_tensor(tensors: dict[str, TensorEntry]) -> TensorEntry | None:
 
 @dataclass(slots=True)
 class ModuleTensors:
-    """The headers' tensors grouped by module, three containers for all modules (no object per module:
-    a 100k-tensor MoE has 25k; benchmarks/inspect_speed.py)."""
+    """The headers' tensors grouped by module (shards.group_shards), three containers for all modules (no object
+    per module: a 100k-tensor MoE has 25k; benchmarks/inspect_speed.py). An entry is a shards.ModuleTensor
+    (a TensorEntry whose first field is the suffix)."""
 
     tensors: dict[str, dict[str, TensorEntry]]     # module name -> suffix -> entry, in header order
     paths: list[str]                                # the shard of each module's first tensor, in the same order
     shards: dict[str, dict[str, str]]               # module -> suffix -> shard of a tensor outside that one
-
-
-def group_tensors(headers: list[SafetensorsHeader]) -> ModuleTensors:
-    """The headers' tensors -> modules keyed by module name, in header order."""
-    mods: dict[str, dict[str, TensorEntry]] = {}
-    paths: list[str] = []
-    shards: dict[str, dict[str, str]] = {}
-    get = mods.get
-    names: set[str] | None = None           # every tensor name: only a name of no known suffix asks
-    one_part = _ONE_PART.get
-    for h in headers:
-        path = h.path
-        here: dict[str, dict[str, TensorEntry]] = {}    # the modules begun in this header
-        here_get = here.get
-        for name, e in h.tensors.items():
-            prefix, _, suffix = name.rpartition(".")
-            one = one_part(suffix)
-            if prefix and one is not None:
-                t = here_get(prefix)
-                if t is not None and one not in t:      # the common case
-                    t[one] = e
-                    continue
-                suffix = one                        # one string per suffix, not one per tensor
-            else:
-                if names is None:
-                    names = {n for hh in headers for n in hh.tensors}
-                prefix, suffix = split_name(name, names, len(e.shape))
-                t = here_get(prefix)
-            if t is None:
-                t = get(prefix)
-                if t is None:
-                    t = mods[prefix] = here[prefix] = {}
-                    paths.append(path)
-                else:                               # a module begun in an earlier shard
-                    while suffix in t:
-                        suffix = suffix + "+"
-                    t[suffix] = e
-                    shards.setdefault(prefix, {})[suffix] = path
-                    continue
-            while suffix in t:               # a second free parameter of the same module (A_log, dt_bias)
-                suffix = suffix + "+"
-            t[suffix] = e
-    return ModuleTensors(mods, paths, shards)
 
 
 _ONE_PART = {s: s for s in _DOT_SUFFIXES if "." not in s}
