@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import repeat
-from operator import add, itemgetter
+from operator import itemgetter
 
 from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
@@ -66,30 +66,34 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
     mismatch: list[str] = []
     unscaled: list[str] = []
     act_conflict: list[str] = []
-    # A 100k-tensor MoE repeats a few module shapes thousands of times: roles are decided per name
-    # pattern (role_of reads no index but the layer's), and everything else per (spec, role, tensor
-    # layout), so per module only the name is looked at (benchmarks/inspect_speed.py).
-    roles: dict[tuple, str] = {}
-    patterns: dict[str, str] = {}
+    # A 100k-tensor MoE repeats a few module shapes thousands of times: roles (and the config's spec, where
+    # the plan allows: QuantPlan.by_pattern) are decided per name pattern (role_of reads no index but the
+    # layer's), and everything else per (spec, role, tensor layout), so per module only the name is looked
+    # at (benchmarks/inspect_speed.py).
+    decided: tuple[dict, dict] = ({}, {})      # pattern -> (pattern, role, spec): layers below / from n_layers
     seen: dict[tuple, tuple] = {}
     n_layers = arch.num_layers or None
+    spec_by_pattern = plan.by_pattern
     producer_ignores = plan.producer not in ("none", "unknown")
     row = ModuleRow
     names = list(grouped.tensors)
     for (name, tensors), path, pattern, layer in zip(grouped.tensors.items(), grouped.paths, group_names(names),
                                                      layer_indexes(names)):
-        pattern = patterns.setdefault(pattern, pattern)     # one string per pattern, kept by each row
-        rkey = (pattern, bool(n_layers and layer is not None and layer >= n_layers))
-        role = roles.get(rkey)
-        if role is None:
-            role = roles[rkey] = role_of(name, n_layers)
-        spec = plan.spec_for(name, role)
+        by_pattern = decided[n_layers is not None and layer is not None and layer >= n_layers]
+        got = by_pattern.get(pattern)
+        if got is None:         # one string per pattern, kept by each row
+            role = role_of(name, n_layers)
+            got = by_pattern[pattern] = (pattern, role, plan.spec_for(name, role) if spec_by_pattern else None)
+        pattern, role, spec = got
+        if not spec_by_pattern:
+            spec = plan.spec_for(name, role)
         entries = tensors.values()
-        okey = (id(spec), role, tuple(tensors), tuple(map(_DTYPE, entries)), tuple(map(_SHAPE, entries)))
+        # one flat key: its length tells the number of tensors, so the suffixes, dtypes and shapes cannot mix
+        okey = (id(spec), role, *tensors, *map(_DTYPE, entries), *map(_SHAPE, entries))
         hit = seen.get(okey)
         if hit is None:
             hit = seen[okey] = _decide(tensors, spec, role, producer_ignores)
-        w, a, count, params, shape, flags, _, nbytes = hit[:8]
+        w, a, count, params, shape, flags, _, nbytes, _ = hit
         if flags:
             if flags & _BAD_BF16:
                 bad_bf16.append(name)
@@ -127,7 +131,7 @@ _BAD_BF16, _UNSCALED, _IGNORED, _MISMATCH, _ACT_CONFLICT = 1, 2, 4, 8, 16
 
 
 def _decide(tensors: dict[str, TensorEntry], spec, role: str, producer_ignores: bool) -> tuple:
-    """(weight, act, count, params, shape, finding flags, mismatch text, stored bytes) of a module: the same
+    """(weight, act, count, params, shape, finding flags, mismatch text, stored bytes, spec) of a module: the same
     for every module of the same spec, role and tensor layout (dtypes and shapes by suffix). The stored
     bytes too: every header entry spans exactly the bytes its dtype and shape need (parse_header_bytes)."""
     nbytes = sum(e[4] - e[3] for e in tensors.values())
@@ -135,7 +139,7 @@ def _decide(tensors: dict[str, TensorEntry], spec, role: str, producer_ignores: 
     obs = observe(tensors, int_bits=bits)
     if obs is None:
         # no matrix weight (A_log, dt_bias, k/v scales alone): count bytes, BF16-kept
-        return BF16, NO_ACT, 1, sum(t.numel for t in tensors.values()), None, 0, "", nbytes
+        return BF16, NO_ACT, 1, sum(t.numel for t in tensors.values()), None, 0, "", nbytes, spec
     w, a = obs.weight, obs.act
     flags, why = 0, ""
     if not is_quantized(w):
@@ -262,9 +266,12 @@ def sort_naturally(mods: list[ModuleRow]) -> None:
         return
     width = _longest_digit_run(chunks)
     keys: list[str] = []
+    padded: dict[str, str] = {}     # digit run -> NUL + its padding: a MoE's names hold a few hundred distinct runs
     for c in chunks:                # a chunk at a time: the parts of every name at once would be ~500 B a name
         parts = _NUM.split(c)
-        parts[1::2] = map(add, repeat("\x00"), map(str.zfill, parts[1::2], repeat(width)))
+        runs = parts[1::2]
+        padded.update((r, "\x00" + r.zfill(width)) for r in set(runs).difference(padded))
+        parts[1::2] = map(padded.__getitem__, runs)
         keys += "".join(parts).split("\n")
     heads = [0 if "embed" in n else (2 if n.startswith(("lm_head", "mtp")) else 1) for n in names]
     # by key, then (stable) by head: the order of (head, key), without a string or tuple per name for it

@@ -4,7 +4,7 @@ bitsandbytes, gpt-oss mxfp4 and w8a8_int8."""
 from __future__ import annotations
 
 from advisor.checkpoint.model import ActQuant, WeightQuant
-from advisor.checkpoint.quant_plan import (DECODER_LINEAR, MXFP4_WEIGHT, QuantPlan, Spec, Where, int_or,
+from advisor.checkpoint.quant_plan import (DECODER_LINEAR, MXFP4_WEIGHT, QuantPlan, Spec, Where, by_pattern, int_or,
                                            not_converted, str_list)
 from advisor.checkpoint.roles import LINEAR_ROLES
 
@@ -34,7 +34,7 @@ def fp8_plan(qcfg: dict, notes: list, qc_key: str) -> QuantPlan:
             return None
         return Spec(w, a, "quant_method fp8")
 
-    plan._resolver = resolve
+    plan._resolver = by_pattern(resolve, *skip)
     return plan
 
 
@@ -78,7 +78,7 @@ def gptq_awq_plan(qcfg: dict, method: str, notes: list, where: tuple[str, str]) 
             return None
         return Spec(w, ActQuant(), f"quant_method {method}")
 
-    plan._resolver = resolve
+    plan._resolver = by_pattern(resolve, *skip, *(flat_inside or ()))
     return plan
 
 
@@ -98,7 +98,7 @@ def bnb_plan(qcfg: dict) -> QuantPlan:
             return None
         return Spec(w, a, "quant_method bitsandbytes")
 
-    plan._resolver = resolve
+    plan._resolver = by_pattern(resolve, *skip)
     return plan
 
 
@@ -112,7 +112,7 @@ def mxfp4_plan(qcfg: dict) -> QuantPlan:
             return None
         return Spec(MXFP4_WEIGHT, ActQuant(), "quant_method mxfp4")
 
-    plan._resolver = resolve
+    plan._resolver = by_pattern(resolve, *skip)
     return plan
 
 
@@ -130,5 +130,5 @@ def w8a8_int8_plan(qcfg: dict) -> QuantPlan:
             return None
         return Spec(w, a, "quant_method w8a8_int8")
 
-    plan._resolver = resolve
+    plan._resolver = by_pattern(resolve, *skip)
     return plan

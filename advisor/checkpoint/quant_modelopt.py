@@ -14,7 +14,8 @@ from typing import Any
 from advisor.checkpoint.model import ActQuant, WeightQuant
 from advisor.checkpoint.quant_foreign import unknown_plan
 from advisor.checkpoint.quant_plan import (FP8_STATIC_ACT, FP8_TENSOR, MXFP4_ACT, MXFP4_WEIGHT, NVFP4_ACT, QuantPlan,
-                                           Spec, Where, glob_pattern, group_size_of, nvfp4_weight, str_list)
+                                           Spec, Where, by_pattern, glob_pattern, group_size_of, nvfp4_weight,
+                                           str_list)
 from advisor.checkpoint.roles import LINEAR_ROLES
 
 _NVFP4_ALGOS = ("NVFP4", "NVFP4_AWQ", "NVFP4_SVD", "NVFP4_STATIC", "W4A16_NVFP4", "W4A8_NVFP4_FP8")
@@ -152,7 +153,7 @@ def modelopt_plan(qcfg: dict, hf_quant: dict | None, notes: list, qc_key: str) -
             return None
         return uniform
 
-    plan._resolver = resolve_uniform
+    plan._resolver = by_pattern(resolve_uniform, *excludes)
     return plan
 
 

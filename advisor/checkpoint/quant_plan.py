@@ -45,6 +45,12 @@ class QuantPlan:
             return None
         return self._resolver(name, role)
 
+    @property
+    def by_pattern(self) -> bool:
+        """spec_for answers alike for every name of one group pattern (roles.group_name) and role, so it
+        may be asked once per pattern (see by_pattern())."""
+        return self._resolver is None or getattr(self._resolver, "by_pattern", False)
+
 
 def str_list(v: object) -> list[str]:
     """A list of strings from a config value that should be one (anything else counts as empty)."""
@@ -112,6 +118,20 @@ def nvfp4_weight(gs: int = 16) -> WeightQuant:
 NVFP4_ACT = ActQuant("nvfp4", dynamic=True, granularity="group", group_size=16)
 MXFP4_WEIGHT = WeightQuant("mxfp4", 4, "mxfp4", group_size=32, symmetric=True, packing="uint8-2-per-byte")
 MXFP4_ACT = ActQuant("mxfp4", dynamic=True, granularity="group", group_size=32)
+
+
+def by_pattern(resolve: Callable[[str, str], Spec | None], *name_tests: object) -> Callable:
+    """``resolve``, marked as answering alike for every name of one group pattern (and role) when each of
+    its ``name_tests`` (the exclude/skip entries it matches names against: literal text, substrings, or
+    fnmatch globs) holds no digit, '?' or '[': such a test cannot tell ``layers.3`` from ``layers.12``, the
+    only way two names of one pattern differ (group_name replaces their index runs). A resolver that wraps
+    another is a new function, unmarked."""
+    if all(not isinstance(t, str) or not _TELLS_INDEXES.search(t) for t in name_tests):
+        resolve.by_pattern = True       # type: ignore[attr-defined]
+    return resolve
+
+
+_TELLS_INDEXES = re.compile(r"[\d?\[]")
 
 
 @lru_cache(maxsize=4096)

@@ -58,7 +58,8 @@ def layer_indexes(names: list[str]) -> list[int | None]:
     found = _LAYER_LINES.findall(joined) if joined.count("\n") == len(names) - 1 else None
     if found is None or len(found) != len(names):
         return list(map(layer_index, names))
-    return [int(d) if d else None for d in found]
+    number = {d: int(d) for d in set(found) if d}       # int() once per distinct index; "" (none) -> None
+    return list(map(number.get, found))
 
 
 def role_of(name: str, num_layers: int | None = None) -> Role:
