@@ -229,16 +229,34 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
         if i is not None:
             members[(parent, i)].append(m)
     fused = [(parent, ms) for (parent, _), ms in members.items() if len(ms) >= 2]
-    # per kind (weight, input), each module's value: the last of the kind's scalars present, in _SCALARS order.
-    # Read a batch of modules at a time (their reads in offset order, neighbours in one call): the reads of
-    # all ~17k members of a 100k-tensor MoE at once would be most of the peak memory of `inspect`
-    weight: dict[str, float] = {}
-    inputs: dict[str, float] = {}
+    del members
+    # Groups are checked a batch at a time (their modules' reads in offset order, neighbours in one call): the
+    # values of all ~17k members of a 100k-tensor MoE at once were most of the peak memory of `inspect`
+    bad: list[tuple[str, tuple]] = []
     scalars_of: dict[int, tuple] = {}      # the F32 scalars of a tensor layout (the rows' shared layout object)
-    flat = [m for _, ms in fused for m in ms]
-    for b in range(0, len(flat), _SCALAR_BATCH):
-        kinds: tuple[list, list] = ([], [])       # (path, offset, module, suffix, sign), in module order
-        for m in flat[b:b + _SCALAR_BATCH]:
+    lo = 0
+    while lo < len(fused):
+        hi, n = lo, 0
+        while hi < len(fused) and n < _SCALAR_BATCH:
+            n += len(fused[hi][1])
+            hi += 1
+        bad += _differing(fused[lo:hi], start, scalars_of)
+        lo = hi
+    if not bad:
+        return []
+    return [Finding("fused-global-scale-mismatch", "warn",
+                    f"{len(bad)} fused group(s) have differing NVFP4 global scales: engines take the max, "
+                    "so the other members lose precision",
+                    detail="; ".join(b[0] for b in bad[:4]),
+                    modules=tuple(n for b in bad[:20] for n in b[1]))]
+
+
+def _differing(fused: list[tuple[str, list]], start: dict[str, int], scalars_of: dict[int, tuple]) -> list[tuple]:
+    """(text, members) of each of these fused groups whose members' global scales differ, in order."""
+    # per kind (weight, input), each module's value: the last of the kind's scalars present, in _SCALARS order
+    kinds: tuple[list, list] = ([], [])       # (path, offset, module, suffix, sign), in module order
+    for _, ms in fused:
+        for m in ms:
             tensors = m.tensors
             scalars = scalars_of.get(id(m.layout)) if m.layout is not None else None
             if scalars is None:
@@ -251,12 +269,12 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
                 path = other.get(suffix, m.path) if other else m.path
                 if path in start:
                     kinds[kind].append((path, start[path] + tensors[suffix][3], m.name, suffix, sign))
-        values = _read_scalars(kinds[0] + kinds[1])
-        weight.update(_values_of(kinds[0], values))
-        inputs.update(_values_of(kinds[1], values))
+    values = _read_scalars(kinds[0] + kinds[1])
+    weight, inputs = _values_of(kinds[0], values), _values_of(kinds[1], values)
+    del kinds, values
     # a group can only differ where its members hold more than one distinct value (None: no value), counted
     # per group in C; the loop below, which words the finding, only visits those
-    names = [m.name for m in flat]
+    names = [m.name for _, ms in fused for m in ms]
     group_of = [g for g, (_, ms) in enumerate(fused) for _ in ms]
     suspects: set[int] = set()
     for of in (weight, inputs):     # equal values round equal: more than one raw value is the suspicion
@@ -269,13 +287,7 @@ def fused_scale_mismatch(files, mods) -> list[Finding]:
             if len(vals) >= 2 and len({round(v, 12) if v == v else "nan" for v in vals.values()}) > 1:
                 short = ", ".join(f"{n.rsplit('.', 1)[-1]}={v:.6g}" for n, v in vals.items())
                 bad.append((f"{parent} {kind}: {short}", tuple(vals)))
-    if not bad:
-        return []
-    return [Finding("fused-global-scale-mismatch", "warn",
-                    f"{len(bad)} fused group(s) have differing NVFP4 global scales: engines take the max, "
-                    "so the other members lose precision",
-                    detail="; ".join(b[0] for b in bad[:4]),
-                    modules=tuple(n for b in bad[:20] for n in b[1]))]
+    return bad
 
 
 def _values_of(reads, values) -> dict[str, float]:
