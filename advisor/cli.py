@@ -27,7 +27,59 @@ class ArgumentsRejected(SystemExit):
         self.message = message
 
 
+class _TerminalWidth:
+    """HelpFormatter mixin: the terminal width (shutil.get_terminal_size(), argparse's own default) is looked up
+    when help or --version text is laid out, not when the formatter is made. argparse makes one for every
+    add_argument (its metavar check): that imported shutil (and bz2, lzma) into every command, `--json` ones too.
+    The same width, position and text as argparse's; an explicit width is used as given."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None, **kwargs):
+        self._asked = None if width is not None else (indent_increment, max_help_position)
+        super().__init__(prog, indent_increment, max_help_position, 0 if width is None else width,  # type: ignore[call-arg]
+                         **kwargs)
+
+    def _resolve(self) -> None:
+        if self._asked is not None:        # argparse's HelpFormatter.__init__, with width=None
+            import shutil
+
+            indent_increment, max_help_position = self._asked
+            self._asked = None
+            width = shutil.get_terminal_size().columns - 2
+            self._max_help_position = min(max_help_position, max(width - 20, indent_increment * 2))
+            self._width = width
+
+    @property
+    def _width(self) -> int:
+        self._resolve()
+        return self._width_value
+
+    @_width.setter
+    def _width(self, value: int) -> None:
+        self._width_value = value
+
+    @property
+    def _max_help_position(self) -> int:
+        self._resolve()
+        return self._position_value
+
+    @_max_help_position.setter
+    def _max_help_position(self, value: int) -> None:
+        self._position_value = value
+
+
+class _HelpFormatter(_TerminalWidth, argparse.HelpFormatter):
+    pass
+
+
+class _RawDescriptionHelpFormatter(_TerminalWidth, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)   # subcommands' parsers too (argparse's default)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # one line, exit 2, no usage dump wall
         raise ArgumentsRejected(f"{self.prog}: error: {message}")
 
@@ -40,7 +92,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="nvfp4-advisor",
         description="What your quantized LLM checkpoint really runs as on your NVIDIA GPU.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"nvfp4-advisor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

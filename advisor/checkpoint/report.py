@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from advisor.checkpoint.model import ActQuant, CheckpointInfo, ModuleGroup, WeightQuant
-from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table, na
+
+if TYPE_CHECKING:       # advisor.doc is imported where a document is built: `inspect --json` builds none
+    from advisor.doc import Doc, Table
 
 
 def human_bytes(n: int | float) -> str:
@@ -33,6 +37,8 @@ def granularity_text(w: WeightQuant) -> str:
     if g == "mxfp4":
         return f"{w.group_size or 32}-blk e8m0"
     if g == "group":
+        from advisor.doc import na
+
         return f"group {na(w.group_size)}"
     if g == "block" and w.block:
         return f"block {w.block[0]}x{w.block[1]}"
@@ -76,6 +82,8 @@ def compact_bytes(n: int | float) -> str:
 
 def _schemes_table(info: CheckpointInfo, total: int) -> Table:
     """One row per distinct (scheme, weight format, scales, activations), with its bytes."""
+    from advisor.doc import Table
+
     acc: dict[tuple[str, str, str, str], int] = {}
     for g in info.modules:
         key = (g.scheme, weight_text(g.weight), granularity_text(g.weight), act_text(g.act))
@@ -87,6 +95,8 @@ def _schemes_table(info: CheckpointInfo, total: int) -> Table:
 
 
 def to_doc(info: CheckpointInfo) -> Doc:
+    from advisor.doc import Bullets, Doc, Heading, KeyValues, Paragraph, Table
+
     a, t = info.arch, info.totals
     share = ", ".join(f"{k} {v:.1%}" for k, v in info.scheme_shares.items()) if info.label == "MIXED" else ""
     unknown = t.sizes_from == "unknown"
