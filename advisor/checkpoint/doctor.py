@@ -316,11 +316,11 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
     step = max(1, len(cands) // _INPUT_SCALE_SAMPLE)
     reads = []
     for m in cands[::step]:
-        t = m.tensors.get("input_scale")
+        t = m.tensors.get("input_scale")        # a TensorEntry's fields, its suffix first (shards.ModuleTensor)
         h = headers.get(m.shard_of("input_scale")) if t is not None else None
-        if t is None or h is None or t.dtype != "F32" or t.numel != 1:
+        if t is None or h is None or t[1] != "F32" or _prod(t[2]) != 1:
             continue
-        reads.append((h.path, 8 + h.header_size + t.begin, m.name, "input_scale", 1.0))
+        reads.append((h.path, 8 + h.header_size + t[3], m.name, "input_scale", 1.0))
     values = _read_scalars(reads)
     if len(values) < 1 or any(v != 1.0 for v in values.values()):
         return []

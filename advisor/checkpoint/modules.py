@@ -17,10 +17,9 @@ from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
 from advisor.checkpoint.quant_plan import QuantPlan
 from advisor.checkpoint.roles import group_name, group_names, layer_index, layer_indexes, role_of
-from advisor.checkpoint.safetensors_header import TensorEntry
 from advisor.checkpoint.schemes import BF16, NO_ACT, is_quantized, scheme_label, stored_bytes
 from advisor.checkpoint.sources import CheckpointFiles
-from advisor.checkpoint.tensors import observe
+from advisor.checkpoint.tensors import ModuleTensor, observe
 
 
 @dataclass(slots=True)
@@ -36,7 +35,7 @@ class ModuleRow:
     stored_bytes: int
     shape: tuple[int, int] | None
     layer: int | None
-    tensors: dict[str, TensorEntry] | None = None      # from headers: suffix -> entry (None: from the config)
+    tensors: dict[str, tuple] | None = None    # from headers: suffix -> ModuleTensor's fields (None: from the config)
     group: str | None = None            # group_name(name), when already worked out
     # from headers: one object per tensor layout (the same suffixes, dtypes and shapes), shared by the rows
     # of that layout, so a per-layout answer (doctor: which scalars to read) is worked out once
@@ -58,6 +57,7 @@ class ModuleRow:
 def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
                          arch: ArchInfo) -> tuple[list[ModuleRow], list[Finding]]:
     grouped = files.grouped
+    assert grouped is not None          # load() groups whatever headers it read
     split = grouped.shards
     findings: list[Finding] = []
     mods: list[ModuleRow] = []
@@ -126,20 +126,21 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
     return mods, findings
 
 
-_DTYPE, _SHAPE = itemgetter(1), itemgetter(2)      # of a TensorEntry
+_DTYPE, _SHAPE = itemgetter(1), itemgetter(2)      # of a module tensor
 _BAD_BF16, _UNSCALED, _IGNORED, _MISMATCH, _ACT_CONFLICT = 1, 2, 4, 8, 16
 
 
-def _decide(tensors: dict[str, TensorEntry], spec, role: str, producer_ignores: bool) -> tuple:
+def _decide(tensors: dict[str, tuple], spec, role: str, producer_ignores: bool) -> tuple:
     """(weight, act, count, params, shape, finding flags, mismatch text, stored bytes, spec) of a module: the same
     for every module of the same spec, role and tensor layout (dtypes and shapes by suffix). The stored
     bytes too: every header entry spans exactly the bytes its dtype and shape need (parse_header_bytes)."""
     nbytes = sum(e[4] - e[3] for e in tensors.values())
+    named = {k: ModuleTensor._make(e) for k, e in tensors.items()}      # fields named, for observe()
     bits = _packed_bits(spec)
-    obs = observe(tensors, int_bits=bits)
+    obs = observe(named, int_bits=bits)
     if obs is None:
         # no matrix weight (A_log, dt_bias, k/v scales alone): count bytes, BF16-kept
-        return BF16, NO_ACT, 1, sum(t.numel for t in tensors.values()), None, 0, "", nbytes, spec
+        return BF16, NO_ACT, 1, sum(t.numel for t in named.values()), None, 0, "", nbytes, spec
     w, a = obs.weight, obs.act
     flags, why = 0, ""
     if not is_quantized(w):

@@ -14,7 +14,7 @@ from typing import Literal, overload
 
 from advisor.checkpoint.index_summary import IndexSummary, pairs_fingerprint, summarize_index
 from advisor.checkpoint.safetensors_header import read_header_columns
-from advisor.checkpoint.shards import ShardTensors, group_shards, shard_of_columns, shard_of_header
+from advisor.checkpoint.shards import ShardGrouper, ShardTensors, header_columns
 from advisor.checkpoint.tensors import ModuleTensors
 from advisor.errors import BadInput
 
@@ -115,8 +115,9 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
             files.config = read_json(cfg_path, required=False)
             files.hf_quant_config = read_json(os.path.join(folder, "hf_quant_config.json"), required=False)
             files.quantize_config = read_json(os.path.join(folder, "quantize_config.json"), required=False)
-        files.headers = [shard_of_columns(read_header_columns(path), os.path.basename(path))]
-        files.grouped = group_shards(files.headers, folder=path, index=False)
+        grouper = ShardGrouper(folder=path, index=False)
+        files.headers = [grouper.add(read_header_columns(path), os.path.basename(path))]
+        files.grouped = grouper.finish()
         return files
     if not _st.S_ISDIR(st.st_mode):
         raise BadInput("not a regular file or folder", path=path)
@@ -166,18 +167,20 @@ def _load_local(path: str, display: str) -> CheckpointFiles:
                    if other else "no weight files present (config-only folder): sizes are computed from the config")
             files.notes.append(("no-weights", "info", msg))
             return files
-    # Each shard is kept as columns (shards.py), its names only while it is read: the index is checked by a
-    # fingerprint of its (name, shard) pairs against the headers' (index_summary.py), and a name in two
-    # shards is refused while grouping. Both kept every name of the checkpoint as a string before (~5x the
+    # Each shard is grouped by module as it is read (shards.py), its names kept only while it is: the index
+    # is checked by a fingerprint of its (name, shard) pairs against the headers' (index_summary.py), and a
+    # name in two shards is refused while grouping. Both kept every name of the checkpoint as a string before (~5x the
     # header bytes at 100k tensors; benchmarks/inspect_speed.py).
     fingerprint = count = 0
+    grouper = ShardGrouper(folder=path, index=summary is not None)
     for s in shards:
         c = read_header_columns(os.path.join(path, s))
         if summary is not None:
             fingerprint += pairs_fingerprint(c.names, s)
             count += len(c.names)
-        files.headers.append(shard_of_columns(c, s))
-    files.grouped = group_shards(files.headers, folder=path, index=summary is not None)
+        files.headers.append(grouper.add(c, s))
+        del c
+    files.grouped = grouper.finish()
     if summary is not None and files.index_path:
         # the same (name, shard) pairs as the headers (the names are unique: grouping refused a repeat), so
         # the index names every header's tensors, each in its own shard, and no others
@@ -233,8 +236,9 @@ def _load_hub(source: str) -> CheckpointFiles:
     files.config = snap.configs.get("config.json")
     files.hf_quant_config = snap.configs.get("hf_quant_config.json")
     files.quantize_config = snap.configs.get("quantize_config.json")
-    files.headers = [shard_of_header(h, h.path, local=False) for h in snap.headers]
-    files.grouped = group_shards(files.headers, folder=source, index=False, refuse_duplicates=False)
+    grouper = ShardGrouper(folder=source, index=False, refuse_duplicates=False)
+    files.headers = [grouper.add(header_columns(h), h.path, local=False) for h in snap.headers]
+    files.grouped = grouper.finish()
     files.index = snap.index
     if snap.note:
         files.notes.append(("no-weights", "info", snap.note + ": sizes are computed from the config"))

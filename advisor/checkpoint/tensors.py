@@ -8,10 +8,33 @@ present, decides what headers cannot (dynamic activations, int bit width of pack
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from advisor.checkpoint.model import ActQuant, WeightQuant
-from advisor.checkpoint.safetensors_header import TensorEntry
 from advisor.checkpoint.schemes import dtype_format
+
+class ModuleTensor(NamedTuple):
+    """One tensor of a module, fields named: a safetensors_header.TensorEntry whose first field is the suffix
+    within the module (shards.ShardGrouper keeps them as plain tuples of these fields)."""
+
+    suffix: str | None
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
 
 # Companion suffixes after a '.', longest first.
 _DOT_SUFFIXES = (
@@ -27,7 +50,7 @@ _UNDERSCORE_SUFFIXES = ("weight_scale_2", "weight_scale", "input_scale", "blocks
 _MAIN = ("weight", "weight_packed", "qweight", "blocks", "param")
 
 
-def main_tensor(tensors: dict[str, TensorEntry]) -> TensorEntry | None:
+def main_tensor(tensors: dict[str, ModuleTensor]) -> ModuleTensor | None:
     """A module's weight (or packed weight, blocks, bare parameter) among its tensors by suffix."""
     for s in _MAIN:
         if s in tensors:
@@ -38,10 +61,9 @@ def main_tensor(tensors: dict[str, TensorEntry]) -> TensorEntry | None:
 @dataclass(slots=True)
 class ModuleTensors:
     """The headers' tensors grouped by module (shards.group_shards), three containers for all modules (no object
-    per module: a 100k-tensor MoE has 25k; benchmarks/inspect_speed.py). An entry is a shards.ModuleTensor
-    (a TensorEntry whose first field is the suffix)."""
+    per module: a 100k-tensor MoE has 25k; benchmarks/inspect_speed.py)."""
 
-    tensors: dict[str, dict[str, TensorEntry]]     # module name -> suffix -> entry, in header order
+    tensors: dict[str, dict[str, tuple]]     # module name -> suffix -> entry (ModuleTensor's fields), header order
     paths: list[str]                                # the shard of each module's first tensor, in the same order
     shards: dict[str, dict[str, str]]               # module -> suffix -> shard of a tensor outside that one
 
@@ -87,7 +109,7 @@ class Observed:
 _S = "weight_scale"
 
 
-def observe(t: dict[str, TensorEntry], *, int_bits: int | None = None) -> Observed | None:
+def observe(t: dict[str, ModuleTensor], *, int_bits: int | None = None) -> Observed | None:
     """Read the stored format of a module off its tensors (suffix -> entry); None when it has no matrix weight."""
     main = main_tensor(t)
     if main is None:
@@ -201,7 +223,7 @@ def observe(t: dict[str, TensorEntry], *, int_bits: int | None = None) -> Observ
                     f"{dt} weight (unrecognised layout)")
 
 
-def _bnb4(t: dict[str, TensorEntry]) -> Observed:
+def _bnb4(t: dict[str, ModuleTensor]) -> Observed:
     main = t["weight"]
     qt = "nf4" if any(k.endswith("nf4") for k in t) else "fp4"
     return Observed(WeightQuant(qt, 4, "group", group_size=64, packing="uint8-2-per-byte"), ActQuant(), None, 1,
@@ -214,7 +236,7 @@ def _bits(dtype: str) -> int:
     return DTYPE_BITS.get(dtype, 16)
 
 
-def _fp8_granularity(sc: TensorEntry, n: int, k: int):
+def _fp8_granularity(sc: ModuleTensor, n: int, k: int):
     shape = sc.shape
     if sc.numel == 1:
         return "tensor", None, None
@@ -238,7 +260,7 @@ def _block(dim: int, nblocks: int) -> int:
     return b
 
 
-def _int_granularity(sc: TensorEntry | None, n: int, k: int):
+def _int_granularity(sc: ModuleTensor | None, n: int, k: int):
     if sc is None or sc.numel == 1:
         return "tensor", None
     shape = sc.shape

@@ -395,28 +395,3 @@ def test_scalars_of_a_module_split_across_shards_are_read_from_their_own_shard(t
         assert "model.layers.0.self_attn weight: k_proj=2, q_proj=1, v_proj=1" in codes[
             "fused-global-scale-mismatch"].detail
 
-
-@pytest.mark.parametrize("batch", [1, 2, 3, 4, 2048])
-def test_fused_groups_checked_a_batch_at_a_time_are_found_in_order(tmp_path, monkeypatch, batch):
-    # groups are checked a few at a time (doctor._SCALAR_BATCH modules): whatever the batch, every differing
-    # group is found, in row order, and none of the equal ones
-    monkeypatch.setattr(doctor, "_SCALAR_BATCH", batch)
-    tensors, pos, values = {}, 0, {}
-    differ = {(0, "v_proj"): 3.0, (2, "q_proj"): 4.0, (3, "k_proj"): 5.0}
-    for layer in range(4):
-        for proj in ("q_proj", "k_proj", "v_proj"):
-            more, end = _linear(pos, f"model.layers.{layer}.self_attn.{proj}", 0)
-            tensors.update(more)
-            values[end - 8] = differ.get((layer, proj), 1.0)
-            values[end - 4] = 0.5
-            pos = end
-    body = json.dumps(tensors).encode()
-    data = bytearray(pos)
-    for off, v in values.items():
-        data[off:off + 4] = struct.pack("<f", v)
-    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(body)) + body + bytes(data))
-    (tmp_path / "config.json").write_text(json.dumps(dict(LLAMA_CONFIG, num_hidden_layers=4)))
-    found = [f for f in inspect_checkpoint(str(tmp_path)).findings if f.code == "fused-global-scale-mismatch"]
-    assert len(found) == 1 and "3 fused group" in found[0].message
-    assert [d.split(" weight")[0] for d in found[0].detail.split("; ")] == \
-        ["model.layers.0.self_attn", "model.layers.2.self_attn", "model.layers.3.self_attn"]

@@ -14,7 +14,7 @@ import struct
 import pytest
 
 from advisor.checkpoint.safetensors_header import read_header, read_header_columns
-from advisor.checkpoint.shards import group_shards, shard_of_columns, shard_of_header
+from advisor.checkpoint.shards import ShardGrouper, header_columns
 from advisor.checkpoint.sources import load
 from advisor.checkpoint.tensors import _ONE_PART, split_name
 from advisor.errors import BadInput
@@ -55,8 +55,10 @@ def _oracle(headers):
     return mods, paths, shards
 
 
+# "weight_bias" / "weight_blocks": odd names split against a fast name ("module.weight"), maybe in an earlier shard
 _LEAVES = ["weight", "weight_scale", "weight_scale_2", "input_scale", "bias", "A_log", "dt_bias", "k_scale",
-           "gate_up_proj_blocks", "gate_up_proj_scales", "e_score_correction_bias", "weight.absmax"]
+           "gate_up_proj_blocks", "gate_up_proj_scales", "e_score_correction_bias", "weight.absmax", "weight_bias",
+           "weight_blocks"]
 
 
 def _write(folder, rng, n_shards):
@@ -92,8 +94,10 @@ def test_grouping_columns_gives_the_modules_grouping_names_gave(tmp_path, seed):
     rng = random.Random(seed)
     paths = _write(tmp_path, rng, rng.randint(1, 4))
     want_mods, want_paths, want_split = _oracle([(p, read_header(p).tensors) for p in paths])
-    got = group_shards([shard_of_columns(read_header_columns(p), p) for p in paths], folder=str(tmp_path),
-                       index=False)
+    grouper = ShardGrouper(folder=str(tmp_path), index=False)
+    for p in paths:
+        grouper.add(read_header_columns(p), p)
+    got = grouper.finish()
     assert list(got.tensors) == list(want_mods) and got.paths == want_paths and got.shards == want_split
     for name, t in want_mods.items():
         # the same suffixes in the same order, each entry the same tensor with its suffix in place of its name
@@ -137,15 +141,23 @@ def test_distinct_names_of_one_key_in_two_shards_are_both_kept(tmp_path):
 def test_a_hub_snapshot_keeps_a_repeated_name_apart(tmp_path):
     # hub headers were never refused for it (no folder to point at): both copies stay, as before
     _two_shards(tmp_path, ["a.weight"], ["a.weight"])
-    shards = [shard_of_header(read_header(str(tmp_path / f"s{i}.safetensors")), f"s{i}", local=False) for i in (0, 1)]
-    assert list(group_shards(shards, folder="org/x", index=False, refuse_duplicates=False).tensors["a"]) == \
-        ["weight", "weight+"]
+    grouper = ShardGrouper(folder="org/x", index=False, refuse_duplicates=False)
+    for i in (0, 1):
+        grouper.add(header_columns(read_header(str(tmp_path / f"s{i}.safetensors"))), f"s{i}", local=False)
+    assert list(grouper.finish().tensors["a"]) == ["weight", "weight+"]
 
 
 def test_names_are_read_again_only_from_a_local_file(tmp_path):
     _two_shards(tmp_path, ["a.weight", "a.k_scale"], ["b.weight"])
     path = str(tmp_path / "s0.safetensors")
-    local = shard_of_columns(read_header_columns(path), "s0.safetensors")
-    remote = shard_of_header(read_header(path), "s0", local=False)
+    local = ShardGrouper(folder="x", index=False).add(read_header_columns(path), "s0.safetensors")
+    remote = ShardGrouper(folder="x", index=False).add(header_columns(read_header(path)), "s0", local=False)
     assert local.names is None and local.tensor_names() == remote.tensor_names() == ["a.weight", "a.k_scale"]
     assert local.kv_names == remote.kv_names == ["a.k_scale"] and local.data_bytes == remote.data_bytes == 16
+
+
+def test_an_odd_name_is_split_against_a_name_of_a_shard_grouped_before(tmp_path):
+    # shard 0 has only "module.suffix" names, so it is grouped as soon as it is read; shard 1's "a.weight_bias"
+    # is split against every name, shard 0's "a.weight" too: a bias of module "a.weight", not "a"'s weight_bias
+    files = load(_two_shards(tmp_path, ["a.weight"], ["a.weight_bias"]))
+    assert list(files.grouped.tensors) == ["a", "a.weight"] and list(files.grouped.tensors["a.weight"]) == ["bias"]
