@@ -194,6 +194,8 @@ def _show(outcome, as_json: bool) -> None:
             from advisor.jsonout import dumps
 
             _print_safe(dumps(outcome.json), sys.stdout)
+        elif outcome.doc is None:       # a command leaves the document out only for --json
+            raise RuntimeError("the command built no document to show")
         else:
             from advisor.rich_render import render, stdout_console
 

@@ -8,7 +8,8 @@
                                    core) -> the answer; raises AdvisorError subclasses on bad input
 
 Modules never import Rich or Textual: they return an :class:`Outcome` holding the JSON document
-and a renderer-neutral :class:`advisor.doc.Doc`; ``advisor.cli`` draws it (advisor.rich_render). A module is added
+and a renderer-neutral :class:`advisor.doc.Doc` (None where ``--json`` asked for the JSON only: it is not
+built); ``advisor.cli`` draws it (advisor.rich_render). A module is added
 only when its command works (no stubs): discovery is by listing this package.
 """
 
@@ -29,7 +30,7 @@ code_cache.install()    # before the first dataclass: every command's classes fr
 @dataclass(frozen=True)
 class Outcome:
     json: dict[str, Any]
-    doc: Doc
+    doc: Doc | None             # None: not built, for --json (advisor.cli prints only the JSON document)
     exit_code: int = 0
 
 

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
-if TYPE_CHECKING:
-    from advisor.doc import Doc
-
 NAME = "inspect"
 HELP = "classify a checkpoint per module (folder, .safetensors file, hub id org/name[@rev], demo:NAME)"
 ORDER = 30
@@ -29,7 +24,7 @@ def run(args):
     if getattr(args, "json", False):
         # advisor.cli prints only the JSON document for --json (cli._show on this same args.json): the
         # rendered document is not built, nor advisor.doc imported (1.5 ms of a cold `inspect --json`).
-        return Outcome(json=payload, doc=cast("Doc", None))
+        return Outcome(json=payload, doc=None)
     from advisor.checkpoint.report import to_doc
 
     return Outcome(json=payload, doc=to_doc(info))
