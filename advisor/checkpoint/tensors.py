@@ -8,6 +8,7 @@ present, decides what headers cannot (dynamic activations, int bit width of pack
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from typing import NamedTuple
 
 from advisor.checkpoint.model import ActQuant, WeightQuant
@@ -29,10 +30,7 @@ class ModuleTensor(NamedTuple):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return prod(self.shape)
 
 
 

@@ -8,6 +8,7 @@ checkpoint-formats.md §2-§4. Dimensions are small but keep the producers' rati
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,12 @@ def mo_cfgs(algo, kv=None, extra=None, groups=None):
     if kv == "FP8":
         qc["kv_cache_scheme"] = {"dynamic": False, "num_bits": 8, "type": "float"}
     return with_qc(qc), hq
+
+
+def write_with_floats(path: Path, header: dict, size: int, floats: dict[int, float]) -> None:
+    """A .safetensors file of ``header`` over ``size`` data bytes, zero but for the F32 values at their offsets."""
+    body = json.dumps(header).encode()
+    data = bytearray(size)
+    for off, v in floats.items():
+        data[off:off + 4] = struct.pack("<f", v)
+    path.write_bytes(struct.pack("<Q", len(body)) + body + bytes(data))

@@ -4,14 +4,13 @@ modules): the findings must not depend on where the batches end."""
 from __future__ import annotations
 
 import json
-import struct
 
 import pytest
 
 from advisor.checkpoint import doctor
 from advisor.checkpoint.inspect import inspect_checkpoint
 
-from ckpt_builders import LLAMA_CONFIG
+from ckpt_builders import LLAMA_CONFIG, write_with_floats
 
 
 def _linear(pos: int, prefix: str) -> tuple[dict, int]:
@@ -38,11 +37,7 @@ def test_fused_groups_checked_a_batch_at_a_time_are_found_in_order(tmp_path, mon
             values[end - 8] = differ.get((layer, proj), 1.0)
             values[end - 4] = 0.5
             pos = end
-    body = json.dumps(tensors).encode()
-    data = bytearray(pos)
-    for off, v in values.items():
-        data[off:off + 4] = struct.pack("<f", v)
-    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(body)) + body + bytes(data))
+    write_with_floats(tmp_path / "model.safetensors", tensors, pos, values)
     (tmp_path / "config.json").write_text(json.dumps(dict(LLAMA_CONFIG, num_hidden_layers=4)))
     found = [f for f in inspect_checkpoint(str(tmp_path)).findings if f.code == "fused-global-scale-mismatch"]
     assert len(found) == 1 and "3 fused group" in found[0].message

@@ -14,7 +14,7 @@ from advisor.checkpoint import doctor, modules, roles, safetensors_header as sh
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.errors import BadInput
 
-from ckpt_builders import LLAMA_CONFIG
+from ckpt_builders import LLAMA_CONFIG, write_with_floats
 
 
 class _Row:
@@ -277,11 +277,7 @@ def test_fused_scales_read_in_batches_find_the_differing_group(tmp_path, pad):
             values[end - 8] = 2.0 if (layer, proj) == (1, "k_proj") else 1.0
             values[end - 4] = 0.5
             pos = end
-    body = json.dumps(tensors).encode()
-    data = bytearray(pos)
-    for off, v in values.items():
-        data[off:off + 4] = struct.pack("<f", v)
-    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(body)) + body + bytes(data))
+    write_with_floats(tmp_path / "model.safetensors", tensors, pos, values)
     cfg = dict(LLAMA_CONFIG, num_hidden_layers=3)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     info = inspect_checkpoint(str(tmp_path))
