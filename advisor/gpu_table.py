@@ -65,12 +65,11 @@ _TUPLE_FIELDS = ("cc", "aliases", "pci_device_ids", "derived_fields", "halved_fr
 def _cache_file(raw: bytes) -> Path:
     import hashlib
 
-    import platformdirs
-
     from advisor import __version__
+    from advisor.profile_cache import user_cache_dir
 
     key = hashlib.sha1(raw + __version__.encode()).hexdigest()[:20]
-    return Path(platformdirs.user_cache_dir("nvfp4-advisor")) / "validated" / f"gpus-{key}.json"
+    return Path(user_cache_dir()) / "validated" / f"gpus-{key}.json"
 
 
 def _spec_from_json(d: dict) -> GpuSpec:
