@@ -110,24 +110,24 @@ def _index_checks(files) -> list[Finding]:
     wm = files.index.get("weight_map") or {}
     import os
 
-    total = 0
-    for h in files.headers:
-        total += h.data_bytes       # a local file's tensors tile its data buffer exactly (parse_header checked)
+    total = sum(h.data_bytes for h in files.headers)    # a local file's tensors tile its data buffer exactly
     shards = [os.path.basename(h.path) for h in files.headers]
     base = {s: os.path.basename(s) for s in set(wm.values()) if isinstance(s, str)} if not files.index_matches else {}
+    # each header's names, once: a local shard's header is read again for them (load() keeps no names)
+    names = [] if files.index_matches else [h.tensor_names() for h in files.headers]
     # Nothing missing, extra or moved: load() saw every header's tensors indexed to that header's shard, or,
     # checked here in C, every header's tensors are indexed to that header's shard (so no name is in two
     # headers of different file names) and the index lists as many names
     if files.index_matches or len(set(shards)) == len(shards) and sum(h.count for h in files.headers) \
-            == len(wm) and all({base.get(s, s) for s in set(map(wm.get, h.tensor_names()))} <= {shard}
-                               for h, shard in zip(files.headers, shards)):
+            == len(wm) and all({base.get(s, s) for s in set(map(wm.get, hn))} <= {shard}
+                               for hn, shard in zip(names, shards)):
         missing: list[str] = []
         extra: list[str] = []
         moved: list[str] = []
     else:
         where: dict[str, str] = {}
-        for h, shard in zip(files.headers, shards):
-            where.update(dict.fromkeys(h.tensor_names(), shard))
+        for hn, shard in zip(names, shards):
+            where.update(dict.fromkeys(hn, shard))
         missing = [n for n in wm if n not in where]
         extra = [n for n in where if n not in wm]
         moved = [n for n, s in wm.items() if n in where and base.get(s, s) != where[n]]
