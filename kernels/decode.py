@@ -482,18 +482,21 @@ def nvfp4_block_dot_h2(x0, x1, c, ASM: tl.constexpr):
                                        c4[None, :], c5[None, :], c6[None, :], c7[None, :]],
                                       dtype=tl.float32, is_pure=True, pack=1)
     else:
-        p04, p26, p15, p37 = e2m1_f16x2_pairs(x0)
-        lo, hi = _h2_fma(0, 0, p04, c0[None, :], True)
-        lo, hi = _h2_fma(lo, hi, p26, c2[None, :], False)
-        lo, hi = _h2_fma(lo, hi, p15, c1[None, :], False)
-        lo, hi = _h2_fma(lo, hi, p37, c3[None, :], False)
-        p04, p26, p15, p37 = e2m1_f16x2_pairs(x1)
-        lo, hi = _h2_fma(lo, hi, p04, c4[None, :], False)
-        lo, hi = _h2_fma(lo, hi, p26, c6[None, :], False)
-        lo, hi = _h2_fma(lo, hi, p15, c5[None, :], False)
-        lo, hi = _h2_fma(lo, hi, p37, c7[None, :], False)
+        lo, hi = _nvfp4_word_h2(0, 0, x0, c0, c1, c2, c3, True)
+        lo, hi = _nvfp4_word_h2(lo, hi, x1, c4, c5, c6, c7, False)
         s = lo.to(tl.float32) + hi.to(tl.float32)
     return s
+
+
+@triton.jit
+def _nvfp4_word_h2(lo, hi, x, cj0, cj1, cj2, cj3, FIRST: tl.constexpr):
+    """One word's four `fma.rn.f16x2` of `_block_dot_h2_ptx`, in its order: pairs (0, 4), (2, 6), (1, 5),
+    (3, 7) with the activation columns j = 0, 2, 1, 3 (cjN: column 4w + N)."""
+    p04, p26, p15, p37 = e2m1_f16x2_pairs(x)
+    lo, hi = _h2_fma(lo, hi, p04, cj0[None, :], FIRST)
+    lo, hi = _h2_fma(lo, hi, p26, cj2[None, :], False)
+    lo, hi = _h2_fma(lo, hi, p15, cj1[None, :], False)
+    return _h2_fma(lo, hi, p37, cj3[None, :], False)
 
 
 @triton.jit
@@ -550,24 +553,24 @@ def int4_block_dot_h2(x0, x1, c, ASM: tl.constexpr):
                                        c4[None, :], c5[None, :], c6[None, :], c7[None, :]],
                                       dtype=tl.float32, is_pure=True, pack=1)
     else:
-        w0, w4 = _nibble_pair(x0, 0, 2)                 # q - 8 as fp16 (magic 1024 + q, minus 1032)
-        lo, hi = _h2_fma_v(0, 0, w0, w4, c0[None, :], True)
-        w1, w5 = _nibble_pair(x0, 1, 2)
-        lo, hi = _h2_fma_v(lo, hi, w1, w5, c1[None, :], False)
-        w2, w6 = _nibble_pair(x0, 2, 2)
-        lo, hi = _h2_fma_v(lo, hi, w2, w6, c2[None, :], False)
-        w3, w7 = _nibble_pair(x0, 3, 2)
-        lo, hi = _h2_fma_v(lo, hi, w3, w7, c3[None, :], False)
-        w0, w4 = _nibble_pair(x1, 0, 2)
-        lo, hi = _h2_fma_v(lo, hi, w0, w4, c4[None, :], False)
-        w1, w5 = _nibble_pair(x1, 1, 2)
-        lo, hi = _h2_fma_v(lo, hi, w1, w5, c5[None, :], False)
-        w2, w6 = _nibble_pair(x1, 2, 2)
-        lo, hi = _h2_fma_v(lo, hi, w2, w6, c6[None, :], False)
-        w3, w7 = _nibble_pair(x1, 3, 2)
-        lo, hi = _h2_fma_v(lo, hi, w3, w7, c7[None, :], False)
+        lo, hi = _int4_word_h2(0, 0, x0, c0, c1, c2, c3, True)
+        lo, hi = _int4_word_h2(lo, hi, x1, c4, c5, c6, c7, False)
         s = lo.to(tl.float32) + hi.to(tl.float32)
     return s
+
+
+@triton.jit
+def _int4_word_h2(lo, hi, x, cj0, cj1, cj2, cj3, FIRST: tl.constexpr):
+    """One word's four `fma.rn.f16x2` of `_int4_block_dot_h2_ptx`, in its order: pair (j, j + 4) with the
+    activation column j = 0..3 (cjN: column 4w + N); q - 8 as fp16 (magic 1024 + q, minus 1032)."""
+    w0, w4 = _nibble_pair(x, 0, 2)
+    lo, hi = _h2_fma_v(lo, hi, w0, w4, cj0[None, :], FIRST)
+    w1, w5 = _nibble_pair(x, 1, 2)
+    lo, hi = _h2_fma_v(lo, hi, w1, w5, cj1[None, :], False)
+    w2, w6 = _nibble_pair(x, 2, 2)
+    lo, hi = _h2_fma_v(lo, hi, w2, w6, cj2[None, :], False)
+    w3, w7 = _nibble_pair(x, 3, 2)
+    return _h2_fma_v(lo, hi, w3, w7, cj3[None, :], False)
 
 
 @triton.jit
