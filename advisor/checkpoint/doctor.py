@@ -1,27 +1,21 @@
 """Doctor checks: what is wrong or misleading about a checkpoint, as Findings.
 
-The fused-scale check is the only place that reads tensor *data*, and only the F32 scalar
-global scales (``weight_scale_2`` / ``weight_global_scale`` / ``input_scale``: 4 bytes each) of
-NVFP4 members of fused groups, from local files. Engines fuse q/k/v, gate/up, GDN in_proj_* and
-each expert's gate/up into one GEMM and take the max of the members' scales (vllm modelopt.py
-process_weights_after_loading), so unequal scales silently lose precision on the other members.
+Two checks read tensor *data*, and only F32 scalars of local files: the fused global scales
+(fused_scales.py) and a sample of NVFP4 input scales (uncalibrated_input_scales; scalar_reads.py).
 """
 
 from __future__ import annotations
 
 import operator
-import struct
-import sys
-from bisect import bisect_right
-from collections import Counter, defaultdict
-from itertools import repeat
+from itertools import compress
 from math import prod as _prod
 
 from advisor.checkpoint.arch import _pos, invalid_numbers, text_config
+from advisor.checkpoint.fused_scales import fused_scale_mismatch
 from advisor.checkpoint.model import ArchInfo, Finding, ModuleGroup, Scheme
 from advisor.checkpoint.modules import ModuleRow, experts_per_layer
 from advisor.checkpoint.quant_plan import CONFLICT, INVALID, QuantPlan
-from advisor.checkpoint.roles import FUSED_SETS
+from advisor.checkpoint.scalar_reads import read_scalars
 from advisor.checkpoint.schemes import is_quantized
 from advisor.checkpoint.sources import CheckpointFiles
 from advisor.errors import BadInput
@@ -32,9 +26,6 @@ _NOTE_SEVERITY = {"modelopt-config-groups-contradict": "info", INVALID: "error",
 
 def note_severity(code: str) -> str:
     return _NOTE_SEVERITY.get(code, "warn")
-
-_SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scale", 1.0),
-            ("input_global_scale", -1.0))
 
 
 def findings(files: CheckpointFiles, plan: QuantPlan, arch: ArchInfo, mods: list[ModuleRow],
@@ -212,96 +203,7 @@ def _dtype_check(files, groups: list[ModuleGroup]) -> list[Finding]:
     return []
 
 
-# ------------------------------------------------------------------ fused global scales
-
-_FUSED_SET_OF = {last: i for i, fused in reversed(list(enumerate(FUSED_SETS))) for last in fused}
-
-
-def fused_scale_mismatch(files, mods) -> list[Finding]:
-    start = {h.path: 8 + h.header_size for h in files.headers}    # where each shard's data buffer begins
-    members: dict[tuple[str, int], list] = defaultdict(list)
-    fused_set_of = _FUSED_SET_OF.get
-    for m in mods:
-        if m.tensors is None or m.count != 1 or m.weight.format != "nvfp4":
-            continue
-        parent, _, last = m.name.rpartition(".")
-        i = fused_set_of(last)
-        if i is not None:
-            members[(parent, i)].append(m)
-    fused = [(parent, ms) for (parent, _), ms in members.items() if len(ms) >= 2]
-    del members
-    # Groups are checked a batch at a time (their modules' reads in offset order, neighbours in one call): the
-    # values of all ~17k members of a 100k-tensor MoE at once were most of the peak memory of `inspect`
-    bad: list[tuple[str, tuple]] = []
-    scalars_of: dict[int, tuple] = {}      # the F32 scalars of a tensor layout (the rows' shared layout object)
-    lo = 0
-    while lo < len(fused):
-        hi, n = lo, 0
-        while hi < len(fused) and n < _SCALAR_BATCH:
-            n += len(fused[hi][1])
-            hi += 1
-        bad += _differing(fused[lo:hi], start, scalars_of)
-        lo = hi
-    if not bad:
-        return []
-    return [Finding("fused-global-scale-mismatch", "warn",
-                    f"{len(bad)} fused group(s) have differing NVFP4 global scales: engines take the max, "
-                    "so the other members lose precision",
-                    detail="; ".join(b[0] for b in bad[:4]),
-                    modules=tuple(n for b in bad[:20] for n in b[1]))]
-
-
-def _differing(fused: list[tuple[str, list]], start: dict[str, int], scalars_of: dict[int, tuple]) -> list[tuple]:
-    """(text, members) of each of these fused groups whose members' global scales differ, in order."""
-    # per kind (weight, input), each module's value: the last of the kind's scalars present, in _SCALARS order
-    kinds: tuple[list, list] = ([], [])       # (path, offset, module, suffix, sign), in module order
-    for _, ms in fused:
-        for m in ms:
-            tensors = m.tensors
-            scalars = scalars_of.get(id(m.layout)) if m.layout is not None else None
-            if scalars is None:
-                scalars = tuple((suffix, sign, suffix[0] == "i") for suffix, sign in _SCALARS
-                                if (t := tensors.get(suffix)) is not None and t[1] == "F32" and _prod(t[2]) == 1)
-                if m.layout is not None:
-                    scalars_of[id(m.layout)] = scalars
-            other = m.shards
-            for suffix, sign, kind in scalars:
-                path = other.get(suffix, m.path) if other else m.path
-                if path in start:
-                    kinds[kind].append((path, start[path] + tensors[suffix][3], m.name, suffix, sign))
-    values = _read_scalars(kinds[0] + kinds[1])
-    weight, inputs = _values_of(kinds[0], values), _values_of(kinds[1], values)
-    del kinds, values
-    # a group can only differ where its members hold more than one distinct value (None: no value), counted
-    # per group in C; the loop below, which words the finding, only visits those
-    names = [m.name for _, ms in fused for m in ms]
-    group_of = [g for g, (_, ms) in enumerate(fused) for _ in ms]
-    suspects: set[int] = set()
-    for of in (weight, inputs):     # equal values round equal: more than one raw value is the suspicion
-        per_group = Counter(map(_FIRST, set(zip(group_of, map(of.get, names)))))
-        suspects.update(g for g, distinct in per_group.items() if distinct > 1)
-    bad = []
-    for parent, ms in (fused[g] for g in sorted(suspects)):
-        for kind, of in (("weight", weight), ("input", inputs)):
-            vals = {m.name: of[m.name] for m in ms if m.name in of}
-            if len(vals) >= 2 and len({round(v, 12) if v == v else "nan" for v in vals.values()}) > 1:
-                short = ", ".join(f"{n.rsplit('.', 1)[-1]}={v:.6g}" for n, v in vals.items())
-                bad.append((f"{parent} {kind}: {short}", tuple(vals)))
-    return bad
-
-
-def _values_of(reads, values) -> dict[str, float]:
-    """module -> value of ``reads`` (one kind's, in order; the last read with a value wins), the reciprocal
-    for compressed-tensors' global scales (sign -1: global_scale = 1 / scale_2)."""
-    vals = list(map(values.get, map(_NAME_SUFFIX, reads)))
-    if any(r[4] < 0 for r in reads):
-        return {r[2]: (1.0 / v) if r[4] < 0 and v else v for r, v in zip(reads, vals) if v is not None}
-    return {r[2]: v for r, v in zip(reads, vals) if v is not None}
-
-
-_SCALAR_BATCH = 2048        # modules whose global scales are read together
-
-
+_LAYOUT = operator.attrgetter("layout")
 _INPUT_SCALE_SAMPLE = 64    # scalars read at most (4 bytes each): enough to tell a constant from calibration
 
 
@@ -311,8 +213,18 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
     on FP4 tensor cores activations then get a global scale of 1, so small activation blocks fall
     into E4M3's subnormal range."""
     headers = {h.path: h for h in files.headers}
-    cands = [m for m in mods if m.tensors is not None and m.weight.format == "nvfp4" and m.act.format == "nvfp4"
-             and m.count == 1]
+    # W4A4 rows, decided once per layout object (the rows of one share weight, act and count)
+    layouts = list(map(_LAYOUT, mods))
+    if None in layouts:                 # rows without one (from the config): row by row
+        cands = [m for m in mods if m.tensors is not None and m.weight.format == "nvfp4"
+                 and m.act.format == "nvfp4" and m.count == 1]
+    else:
+        ids = list(map(id, layouts))
+        w4a4 = {key: m.tensors is not None and m.weight.format == "nvfp4" and m.act.format == "nvfp4"
+                and m.count == 1 for key, m in dict(zip(ids, mods)).items()}
+        cands = list(compress(mods, map(w4a4.__getitem__, ids)))
+        del ids
+    del layouts
     step = max(1, len(cands) // _INPUT_SCALE_SAMPLE)
     reads = []
     for m in cands[::step]:
@@ -321,7 +233,7 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
         if t is None or h is None or t[1] != "F32" or _prod(t[2]) != 1:
             continue
         reads.append((h.path, 8 + h.header_size + t[3], m.name, "input_scale", 1.0))
-    values = _read_scalars(reads)
+    values = read_scalars(reads)
     if len(values) < 1 or any(v != 1.0 for v in values.values()):
         return []
     return [Finding("uncalibrated-input-scales", "warn",
@@ -329,42 +241,3 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
                     "were not calibrated (a data-free conversion). Weight-only (W4A16) runtimes ignore them; "
                     "on FP4 tensor cores small activations lose precision",
                     modules=tuple(n for n, _ in list(values)[:20]))]
-
-
-_SPAN = 1 << 16     # scalars closer than this to the first of a run are read with it in one call
-_F32 = struct.Struct("<f")
-_LITTLE = sys.byteorder == "little"         # a memoryview cast reads native floats, the files hold "<f"
-_OFFSET, _NAME_SUFFIX = operator.itemgetter(1), operator.itemgetter(2, 3)    # of a read
-
-
-def _read_scalars(reads) -> dict[tuple[str, str], float]:
-    """The 4-byte scalars at (path, offset), read in offset order, neighbours batched into one read: a
-    100k-tensor MoE holds ~33k of them, and one seek and read each cost more than the whole header parse.
-    A run's scalars are unpacked in C (a float view of the buffer) when they all sit 4-byte aligned."""
-    out: dict[tuple[str, str], float] = {}
-    by_path: dict[str, list] = defaultdict(list)
-    for r in reads:
-        by_path[r[0]].append(r)
-    for path, rs in by_path.items():
-        rs.sort(key=_OFFSET)
-        offs = list(map(_OFFSET, rs))
-        try:
-            with open(path, "rb", buffering=0) as f:
-                i, n = 0, len(rs)
-                while i < n:
-                    start = offs[i]
-                    j = bisect_right(offs, start + _SPAN - 4, i + 1)   # offsets within _SPAN of the first
-                    f.seek(start)
-                    buf = f.read(offs[j - 1] + 4 - start)
-                    rel = list(map(operator.sub, offs[i:j], repeat(start)))
-                    rel = rel[:bisect_right(rel, len(buf) - 4)]          # a short read: those past its end
-                    if _LITTLE and not any(map(operator.mod, rel, repeat(4))):
-                        view = memoryview(buf)[:len(buf) // 4 * 4].cast("f")
-                        vals = list(map(view.__getitem__, map(operator.floordiv, rel, repeat(4))))
-                    else:
-                        vals = [_F32.unpack_from(buf, r)[0] for r in rel]
-                    out.update(zip(map(_NAME_SUFFIX, rs[i:i + len(rel)]), vals))
-                    i = j
-        except OSError:
-            continue
-    return out

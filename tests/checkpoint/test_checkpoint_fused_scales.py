@@ -1,4 +1,4 @@
-"""The fused-global-scale check reads and compares a batch of fused groups at a time (doctor._SCALAR_BATCH
+"""The fused-global-scale check reads and compares a batch of fused groups at a time (fused_scales._SCALAR_BATCH
 modules): the findings must not depend on where the batches end."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from advisor.checkpoint import doctor
+from advisor.checkpoint import fused_scales
 from advisor.checkpoint.inspect import inspect_checkpoint
 
 from ckpt_builders import LLAMA_CONFIG, write_with_floats
@@ -25,9 +25,9 @@ def _linear(pos: int, prefix: str) -> tuple[dict, int]:
 
 @pytest.mark.parametrize("batch", [1, 2, 3, 4, 2048])
 def test_fused_groups_checked_a_batch_at_a_time_are_found_in_order(tmp_path, monkeypatch, batch):
-    # groups are checked a few at a time (doctor._SCALAR_BATCH modules): whatever the batch, every differing
+    # groups are checked a few at a time (fused_scales._SCALAR_BATCH modules): whatever the batch, every differing
     # group is found, in row order, and none of the equal ones
-    monkeypatch.setattr(doctor, "_SCALAR_BATCH", batch)
+    monkeypatch.setattr(fused_scales, "_SCALAR_BATCH", batch)
     tensors, pos, values = {}, 0, {}
     differ = {(0, "v_proj"): 3.0, (2, "q_proj"): 4.0, (3, "k_proj"): 5.0}
     for layer in range(4):

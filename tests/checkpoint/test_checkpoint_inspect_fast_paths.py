@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from advisor.checkpoint import doctor, modules, roles, safetensors_header as sh
+from advisor.checkpoint import modules, roles, safetensors_header as sh, scalar_reads
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.errors import BadInput
 
@@ -290,7 +290,7 @@ def test_read_scalars_stops_at_a_short_read(tmp_path):
     p = tmp_path / "x.bin"
     p.write_bytes(struct.pack("<3f", 1.5, 2.5, 3.5) + b"\x01")
     reads = [(str(p), off, f"m{off}", "input_scale", 1.0) for off in (8, 0, 4, 12)]
-    assert doctor._read_scalars(reads) == {("m0", "input_scale"): 1.5, ("m4", "input_scale"): 2.5,
+    assert scalar_reads.read_scalars(reads) == {("m0", "input_scale"): 1.5, ("m4", "input_scale"): 2.5,
                                            ("m8", "input_scale"): 3.5}
 
 

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from advisor.checkpoint import doctor, inspect as inspect_mod, safetensors_header as sh
+from advisor.checkpoint import fused_scales, inspect as inspect_mod, safetensors_header as sh, scalar_reads
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.errors import BadInput
 
@@ -97,7 +97,7 @@ def test_global_scales_are_read_in_batches_by_offset(build, monkeypatch):
     cfg, hq = mo_cfgs("NVFP4", extra={"group_size": 16})
     folder = build("fused", llama_tensors("mo_nvfp4", scales=scales), cfg, hf_quant=hq)
     reads, wanted = [], []
-    real_read = doctor._read_scalars
+    real_read = fused_scales.read_values
 
     class Counting:
         def __init__(self, f):
@@ -116,12 +116,12 @@ def test_global_scales_are_read_in_batches_by_offset(build, monkeypatch):
             reads.append(n)
             return self.f.read(n)
 
-    def count(rs):
-        wanted.extend(rs)
-        return real_read(rs)
+    def count(paths, offsets):
+        wanted.extend(offsets)
+        return real_read(paths, offsets)
 
-    monkeypatch.setattr(doctor, "open", lambda p, *a, **k: Counting(open(p, *a, **k)), raising=False)
-    monkeypatch.setattr(doctor, "_read_scalars", count)
+    monkeypatch.setattr(scalar_reads, "open", lambda p, *a, **k: Counting(open(p, *a, **k)), raising=False)
+    monkeypatch.setattr(fused_scales, "read_values", count)
     info = inspect_checkpoint(folder)
     f = [f for f in info.findings if f.code == "fused-global-scale-mismatch"]
     assert f and {"model.layers.0.self_attn.k_proj", "model.layers.1.mlp.up_proj"} <= set(f[0].modules)
