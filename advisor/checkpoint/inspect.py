@@ -19,9 +19,16 @@ from advisor.checkpoint.arch import arch_info
 from advisor.checkpoint.config_types import check_config_types
 from advisor.checkpoint.declared import declared_quant
 from advisor.checkpoint.model import ArchInfo, CheckpointInfo, Finding, ModuleGroup, Role, Scheme, Totals, WeightQuant
-from advisor.checkpoint.modules import (ModuleRow, experts_per_layer, group_modules, modules_from_config,
-                                        modules_from_headers, natural_order, sort_naturally,
-                                        unquantized_format)
+from advisor.checkpoint.modules import (
+    ModuleRow,
+    experts_per_layer,
+    group_modules,
+    modules_from_config,
+    modules_from_headers,
+    sort_naturally,
+    unquantized_format,
+)
+from advisor.checkpoint.name_columns import natural_order
 from advisor.checkpoint.quant_config import build_plan
 from advisor.checkpoint.quant_plan import QuantPlan
 from advisor.checkpoint.schemes import NO_ACT, is_quantized, scheme_label
@@ -81,7 +88,7 @@ def classify(files: CheckpointFiles) -> CheckpointInfo:
                                  f"{config.get('model_type')!r}): the sizes cannot be computed"]
             notes += [Finding("sizes-unknown", "warn", w) for w in why]
             return _scheme_only(files, plan, arch, notes)
-    sort_naturally(mods)
+        sort_naturally(mods)            # modules_from_headers' rows come in this order
     groups = group_modules(mods)
     quantized = [g for g in groups if is_quantized(g.weight)]
     label, shares = _label(groups, quantized)

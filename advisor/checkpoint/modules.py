@@ -6,17 +6,18 @@ no weights are present, synthesized from the architecture; then grouped by name 
 
 from __future__ import annotations
 
-import re
+import operator
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from itertools import repeat
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import attrgetter, itemgetter
 
 from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
+from advisor.checkpoint.name_columns import expert_number, name_columns, natural_keys, order_naturally
 from advisor.checkpoint.quant_plan import QuantPlan
-from advisor.checkpoint.roles import group_name, group_names, layer_index, layer_indexes, role_of
+from advisor.checkpoint.roles import group_name, layer_index, role_of
 from advisor.checkpoint.schemes import BF16, NO_ACT, is_quantized, scheme_label, stored_bytes
 from advisor.checkpoint.sources import CheckpointFiles
 from advisor.checkpoint.tensors import ModuleTensor, observe
@@ -42,6 +43,7 @@ class ModuleRow:
     layout: tuple | None = None
     path: str = ""                      # from headers: the shard of the module's first tensor
     shards: dict[str, str] | None = None    # suffix -> shard of a tensor not in ``path`` (a module split)
+    expert: str | None = None           # from headers: the expert number as written ("": none); None: not read yet
 
     def shard_of(self, suffix: str) -> str:
         shards = self.shards
@@ -56,6 +58,8 @@ class ModuleRow:
 
 def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
                          arch: ArchInfo) -> tuple[list[ModuleRow], list[Finding]]:
+    """The rows of the headers' modules in natural order (sort_naturally's), and what they contradict in the
+    config (findings naming modules in file order)."""
     grouped = files.grouped
     assert grouped is not None          # load() groups whatever headers it read
     split = grouped.shards
@@ -77,8 +81,9 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
     producer_ignores = plan.producer not in ("none", "unknown")
     row = ModuleRow
     names = list(grouped.tensors)
-    for (name, tensors), path, pattern, layer in zip(grouped.tensors.items(), grouped.paths, group_names(names),
-                                                     layer_indexes(names)):
+    cols = name_columns(names)
+    for (name, tensors), path, pattern, layer, expert in zip(grouped.tensors.items(), grouped.paths, cols.patterns,
+                                                             cols.layers, cols.experts):
         by_pattern = decided[n_layers is not None and layer is not None and layer >= n_layers]
         got = by_pattern.get(pattern)
         if got is None:         # one string per pattern, kept by each row
@@ -106,7 +111,7 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
             if flags & _ACT_CONFLICT:
                 act_conflict.append(name)
         mods.append(row(name, role, w, a, count, params, nbytes, shape, layer, tensors, pattern, hit, path,
-                        split.get(name) if split else None))
+                        split.get(name) if split else None, expert))
     sev_list = (
         ("config-quantized-but-bf16", "warn", bad_bf16,
          "the config declares {n} module(s) quantized but their tensors are 16-bit (no scales)"),
@@ -119,10 +124,11 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
         ("static-input-scale-on-weight-only", "info", act_conflict,
          "{n} module(s) carry static input scales although the config declares weight-only"),
     )
-    for code, sev, names, msg in sev_list:
-        if names:
-            findings.append(Finding(code, sev, msg.format(n=len(names)), detail="; ".join(names[:5]),
-                                    modules=tuple(names[:50])))
+    for code, sev, listed, msg in sev_list:
+        if listed:
+            findings.append(Finding(code, sev, msg.format(n=len(listed)), detail="; ".join(listed[:5]),
+                                    modules=tuple(listed[:50])))
+    order_naturally(mods, names, cols.keys)
     return mods, findings
 
 
@@ -238,67 +244,10 @@ def unquantized_format(config: dict) -> WeightQuant:
 
 # ------------------------------------------------------------------ grouping, label, totals
 
-_NUM = re.compile(r"(\d+)")
-
-
-def natural_order(name: str):
-    head = 0 if "embed" in name else (2 if name.startswith(("lm_head", "mtp")) else 1)
-    parts = _NUM.split(name)
-    if name.isascii():          # the digit runs are exactly the odd parts: convert them in one step
-        parts[1::2] = map(int, parts[1::2])
-        return (head, parts)
-    return (head, [int(p) if p.isdigit() else p for p in parts])
-
-
 def sort_naturally(mods: list[ModuleRow]) -> None:
-    """``mods.sort(key=lambda m: natural_order(m.name))`` (stable), with the keys built in a few C passes
-    over the names joined in chunks: ``natural_order`` costs ~3 us a name, most of a 100k-tensor sort.
-
-    The key of a name is one string: its head digit, then the name with a NUL before each digit run and
-    every run zero-padded to the longest. Compared as strings these order exactly as natural_order's
-    lists do: a NUL sorts below every character, so a text part that is a prefix of another sorts first
-    as it does in the list, and runs of equal width compare as their numbers ("007" and "7" are equal
-    in both). Names a NUL, newline or non-ASCII character could confuse take natural_order itself."""
+    """``mods.sort(key=lambda m: natural_order(m.name))`` (stable), keyed in a few C passes (natural_keys)."""
     names = [m.name for m in mods]
-    chunks = ["\n".join(names[i:i + _CHUNK]) for i in range(0, len(names), _CHUNK)]
-    if any(not c.isascii() or "\x00" in c for c in chunks) or sum(map(str.count, chunks, repeat("\n"))) \
-            != len(names) - len(chunks):
-        mods.sort(key=lambda m: natural_order(m.name))
-        return
-    width = _longest_digit_run(chunks)
-    keys: list[str] = []
-    padded: dict[str, str] = {}     # digit run -> NUL + its padding: a MoE's names hold a few hundred distinct runs
-    for c in chunks:                # a chunk at a time: the parts of every name at once would be ~500 B a name
-        parts = _NUM.split(c)
-        runs = parts[1::2]
-        padded.update((r, "\x00" + r.zfill(width)) for r in set(runs).difference(padded))
-        parts[1::2] = map(padded.__getitem__, runs)
-        keys += "".join(parts).split("\n")
-    heads = [0 if "embed" in n else (2 if n.startswith(("lm_head", "mtp")) else 1) for n in names]
-    # by key, then (stable) by head: the order of (head, key), without a string or tuple per name for it
-    order = sorted(range(len(mods)), key=keys.__getitem__)
-    del keys
-    order.sort(key=heads.__getitem__)
-    mods[:] = map(mods.__getitem__, order)
-
-
-_CHUNK = 2048
-_DIGIT_MASK = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))     # ASCII digits -> "0", the rest -> " "
-
-
-def _longest_digit_run(chunks: list[str]) -> int:
-    """The longest run of ASCII digits in ``chunks`` (ASCII text): a digit mask searched for runs of "0",
-    the length found by doubling then bisection, a few C searches instead of a string per digit run."""
-    mask = "\n".join(chunks).encode("ascii").translate(_DIGIT_MASK)
-    if b"0" not in mask:
-        return 0
-    lo, hi = 1, 2                   # a run of lo digits is there; hi: not known yet
-    while b"0" * hi in mask:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:              # a run of lo is there, one of hi is not
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if b"0" * mid in mask else (lo, mid)
-    return lo
+    order_naturally(mods, names, natural_keys(names))
 
 
 def group_modules(mods: list[ModuleRow]) -> list[ModuleGroup]:
@@ -328,22 +277,27 @@ def group_modules(mods: list[ModuleRow]) -> list[ModuleGroup]:
     return out
 
 
-_EXPERT_INDEX = re.compile(r"experts\.(\d+)\.")
-
-
 def experts_per_layer(mods: list[ModuleRow]) -> int:
-    """Experts actually present per MoE layer (expert-pruned checkpoints hold fewer than the config says)."""
-    per_layer: dict[int, set] = defaultdict(set)
-    stacked = 0
-    search = _EXPERT_INDEX.search
-    for m in mods:
-        if m.role != "expert" or m.layer is None:
-            continue
-        if m.count > 1:
-            stacked = max(stacked, m.count)
-        else:
-            idx = search(m.name)
-            if idx:
-                per_layer[m.layer].add(idx.group(1))
-    # distinct expert numbers ("07" and "7" are one): int() once per distinct string, not per module
-    return max([stacked] + [len(set(map(int, s))) for s in per_layer.values()])
+    """Experts actually present per MoE layer (expert-pruned checkpoints hold fewer than the config says): the
+    most distinct expert numbers of one layer ("07" and "7" are one), or the largest stack of experts in one
+    tensor. Column passes over the expert rows (a 100k-tensor MoE has ~25k)."""
+    roles = list(map(_ROLE, mods))
+    if "expert" not in roles:
+        return 0
+    rows = list(compress(mods, map("expert".__eq__, roles)))
+    del roles
+    layers, counts = list(map(_LAYER, rows)), list(map(_COUNT, rows))
+    layered = list(map(operator.is_not, layers, repeat(None)))
+    stacked = max(compress(counts, layered), default=0)
+    experts = list(map(_EXPERT, rows))
+    if None in experts:                 # rows not from headers: their names read now
+        experts = [e if e is not None else expert_number(m.name) for m, e in zip(rows, experts)]
+    one = map(operator.and_, layered, map(operator.le, counts, repeat(1)))      # a module, not a stack
+    per_layer: dict[int, set[int]] = defaultdict(set)
+    for layer, expert in set(compress(zip(layers, experts), one)):
+        if expert:
+            per_layer[layer].add(int(expert))
+    return max([stacked if stacked > 1 else 0] + [len(s) for s in per_layer.values()])
+
+
+_ROLE, _LAYER, _COUNT, _EXPERT = (attrgetter(a) for a in ("role", "layer", "count", "expert"))

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from advisor.checkpoint import modules, roles, safetensors_header as sh, scalar_reads
+from advisor.checkpoint import modules, name_columns, roles, safetensors_header as sh, scalar_reads
 from advisor.checkpoint.inspect import inspect_checkpoint
 from advisor.errors import BadInput
 
@@ -38,11 +38,11 @@ def _names(rng: random.Random, alphabet: str) -> list[str]:
 @pytest.mark.parametrize("chunk", [1, 3, 2048])
 @pytest.mark.parametrize("alphabet", ["ab.-_~ 0123456789", "ab.07\u0663\n\x00"])
 def test_sort_naturally_orders_as_natural_order(monkeypatch, chunk, alphabet):
-    monkeypatch.setattr(modules, "_CHUNK", chunk)
+    monkeypatch.setattr(name_columns, "_CHUNK", chunk)
     rng = random.Random(chunk)
     for _ in range(300):
         rows = [_Row(n, i) for i, n in enumerate(_names(rng, alphabet))]
-        want = [r.i for r in sorted(rows, key=lambda r: modules.natural_order(r.name))]
+        want = [r.i for r in sorted(rows, key=lambda r: name_columns.natural_order(r.name))]
         modules.sort_naturally(rows)
         assert [r.i for r in rows] == want
 
@@ -55,10 +55,10 @@ def test_the_longest_digit_run_is_what_findall_finds(run):
     for _ in range(20):
         chunks = ["\n".join(rng.choice(["a.1.b", "x22", "", "q.333.r7", "7" * rng.randint(0, run)]) for _ in range(4))
                   for _ in range(3)]
-        want = max((max(map(len, modules._NUM.findall(c)), default=0) for c in chunks), default=0)
-        assert modules._longest_digit_run(chunks) == want
+        want = max((max(map(len, name_columns._NUM.findall(c)), default=0) for c in chunks), default=0)
+        assert name_columns._longest_digit_run(chunks) == want
     rows = [_Row(f"m.{'9' * run}.a", 0), _Row(f"m.{'1' + '0' * run}.a", 1), _Row("m.8.a", 2)]
-    want = [r.i for r in sorted(rows, key=lambda r: modules.natural_order(r.name))]
+    want = [r.i for r in sorted(rows, key=lambda r: name_columns.natural_order(r.name))]
     modules.sort_naturally(rows)
     assert [r.i for r in rows] == want
 
