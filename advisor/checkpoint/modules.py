@@ -6,12 +6,10 @@ no weights are present, synthesized from the architecture; then grouped by name 
 
 from __future__ import annotations
 
-import operator
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from itertools import compress, repeat
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
@@ -278,26 +276,19 @@ def group_modules(mods: list[ModuleRow]) -> list[ModuleGroup]:
 
 
 def experts_per_layer(mods: list[ModuleRow]) -> int:
-    """Experts actually present per MoE layer (expert-pruned checkpoints hold fewer than the config says): the
-    most distinct expert numbers of one layer ("07" and "7" are one), or the largest stack of experts in one
-    tensor. Column passes over the expert rows (a 100k-tensor MoE has ~25k)."""
-    roles = list(map(_ROLE, mods))
-    if "expert" not in roles:
-        return 0
-    rows = list(compress(mods, map("expert".__eq__, roles)))
-    del roles
-    layers, counts = list(map(_LAYER, rows)), list(map(_COUNT, rows))
-    layered = list(map(operator.is_not, layers, repeat(None)))
-    stacked = max(compress(counts, layered), default=0)
-    experts = list(map(_EXPERT, rows))
-    if None in experts:                 # rows not from headers: their names read now
-        experts = [e if e is not None else expert_number(m.name) for m, e in zip(rows, experts)]
-    one = map(operator.and_, layered, map(operator.le, counts, repeat(1)))      # a module, not a stack
-    per_layer: dict[int, set[int]] = defaultdict(set)
-    for layer, expert in set(compress(zip(layers, experts), one)):
-        if expert:
-            per_layer[layer].add(int(expert))
-    return max([stacked if stacked > 1 else 0] + [len(s) for s in per_layer.values()])
-
-
-_ROLE, _LAYER, _COUNT, _EXPERT = (attrgetter(a) for a in ("role", "layer", "count", "expert"))
+    """Experts actually present per MoE layer (expert-pruned checkpoints hold fewer than the config says)."""
+    per_layer: dict[int, set] = defaultdict(set)
+    stacked = 0
+    for m in mods:
+        if m.role != "expert" or m.layer is None:
+            continue
+        if m.count > 1:
+            stacked = max(stacked, m.count)
+        else:
+            idx = m.expert      # read with the headers (name_columns); None: not read yet
+            if idx is None:
+                idx = expert_number(m.name)
+            if idx:
+                per_layer[m.layer].add(idx)
+    # distinct expert numbers ("07" and "7" are one): int() once per distinct string, not per module
+    return max([stacked] + [len(set(map(int, s))) for s in per_layer.values()])
