@@ -28,7 +28,7 @@ import operator
 import os
 import stat
 import struct
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
 
@@ -215,41 +215,100 @@ def _plain_columns(raw: bytes, text: str, buffer_size: int | None):
     check runs column by column through map/set/min/max, never a Python statement per tensor
     (benchmarks/inspect_speed.py: that loop cost ~3 us a tensor, twice the parse). ``covered``: the entries
     tile the buffer (False: the caller runs _check_coverage for its message)."""
-    cols = _compact_columns(text) if b"\\" not in raw else None
+    compact = compact_columns(text)
+    if compact is not None:
+        return _compact_checked(compact, buffer_size)
+    cols = _json_columns(raw, text)
     if cols is None:
-        cols = _json_columns(raw, text)
-        if cols is None:
-            return None
+        return None
     names, dtypes, shapes, begins, ends, meta = cols
     if not names:
         return names, dtypes, shapes, begins, ends, meta, False
     try:
         # bytes each distinct (dtype, shape) needs; zero-size tensors take the full check, which bounds the
         # running product dimension by dimension
-        need_of: dict[tuple, int] = {}
         kinds = list(zip(dtypes, shapes))       # (dtype, shape) of each tensor, built once for both passes
-        for dtype, shape in set(kinds):
-            if len(shape) > MAX_RANK or not all(type(d) is int and d > 0 for d in shape):
-                return None
-            nbits = _prod(shape) * DTYPE_BITS[dtype]
-            if nbits > _U64 or nbits % 8:
-                return None
-            need_of[(dtype, shape)] = nbits // 8
+        need_of = {kind: _need(*kind) for kind in set(kinds)}
+        if None in need_of.values():
+            return None
         if min(begins) < 0 or (buffer_size is not None and max(ends) > buffer_size) \
                 or list(map(operator.sub, ends, begins)) != list(map(need_of.__getitem__, kinds)):
             return None
     except (TypeError, KeyError, AttributeError, ValueError):
         return None
-    distinct = set(names)
-    if len(distinct) != len(names) or "__metadata__" in distinct:     # compact columns: a repeated name
+    if not _unique(names):
         return None
-    del distinct
-    # _check_coverage in C. Every tensor here has at least one byte, so sorted by offsets each starts where
-    # the previous ended exactly when the sorted begins are 0 followed by all the sorted ends but the last
-    # (each byte below the last end is then covered once). Sorted copies: the columns keep header order
+    return names, dtypes, shapes, begins, ends, meta, _covers(begins, ends, buffer_size)
+
+
+def _need(dtype: str, shape: tuple) -> int | None:
+    """Bytes a tensor of this dtype and shape needs; None for a zero-size tensor (the full check bounds its
+    running product dimension by dimension), one over the rank limit or an overflow (the full check words it)."""
+    if len(shape) > MAX_RANK or not all(type(d) is int and d > 0 for d in shape):
+        return None
+    nbits = _prod(shape) * DTYPE_BITS[dtype]
+    return None if nbits > _U64 or nbits % 8 else nbits // 8
+
+
+def _unique(names: list[str]) -> bool:
+    """No name given twice (compact columns keep a repeat) and no tensor called "__metadata__"."""
+    distinct = set(names)
+    return len(distinct) == len(names) and "__metadata__" not in distinct
+
+
+def _covers(begins: list[int], ends: list[int], buffer_size: int | None) -> bool:
+    """_check_coverage in C. Every tensor here has at least one byte, so sorted by offsets each starts where
+    the previous ended exactly when the sorted begins are 0 followed by all the sorted ends but the last
+    (each byte below the last end is then covered once). Sorted copies: the columns keep header order."""
     sb, se = sorted(begins), sorted(ends)
-    covered = sb[0] == 0 and sb[1:] == se[:-1] and (buffer_size is None or se[-1] == buffer_size)
-    return names, dtypes, shapes, begins, ends, meta, covered
+    return sb[0] == 0 and sb[1:] == se[:-1] and (buffer_size is None or se[-1] == buffer_size)
+
+
+def _compact_checked(compact: tuple, buffer_size: int | None):
+    """_plain_columns of a compact header (header_tokens.compact_columns' columns); None where the full check
+    must decide (as json.loads' path would: an unknown dtype, a number int() does not read, a wrong size).
+    A writer lays the data out in header order, each tensor where the previous ended: then the begins are "0"
+    and the ends' texts, and the ends the running sum of the sizes, checked without a begin as an int."""
+    names, kinds, kind_of, begins, ends_text, meta = compact
+    if len(names) > MAX_TENSORS:
+        return None
+    try:
+        kind_of = _dtypes_of(kind_of)
+        ends = list(map(int, ends_text))
+    except (KeyError, ValueError):          # not a safetensors dtype; more digits than int() reads
+        return None
+    need_of = {k: _need(*v) for k, v in kind_of.items()}
+    if None in need_of.values():
+        return None
+    needs = list(map(need_of.__getitem__, kinds))
+    if begins[0] == "0" and begins[1:] == ends_text[:-1]:
+        del ends_text
+        if ends != list(accumulate(needs)) or buffer_size is not None and ends[-1] > buffer_size:
+            return None
+        begins = [0, *ends[:-1]]                    # the ends' own int objects (one int per offset)
+        # sizes of at least one byte laid end to end from 0: they tile [0, last end)
+        covered = buffer_size is None or ends[-1] == buffer_size
+    else:
+        del ends_text
+        try:
+            begins = list(map(int, begins))
+        except ValueError:
+            return None
+        if buffer_size is not None and max(ends) > buffer_size or list(map(operator.sub, ends, begins)) != needs:
+            return None
+        covered = _covers(begins, ends, buffer_size)
+    del needs
+    if not _unique(names):
+        return None
+    dtypes = list(map({k: v[0] for k, v in kind_of.items()}.__getitem__, kinds))
+    shapes = list(map({k: v[1] for k, v in kind_of.items()}.__getitem__, kinds))
+    return names, dtypes, shapes, begins, ends, meta or {}, covered
+
+
+def _dtypes_of(kind_of: dict[str, tuple[str, tuple]]) -> dict[str, tuple[str, tuple]]:
+    """header_tokens' (dtype, shape) of each kind with the dtype as the module's own string (one per dtype, not
+    one per kind); KeyError: not a safetensors dtype."""
+    return {k: (_DTYPES[dtype], shape) for k, (dtype, shape) in kind_of.items()}
 
 
 class HeaderColumns(NamedTuple):
@@ -306,25 +365,19 @@ def _columns_of(raw: bytes, buffer_size: int):
 
 
 def _compact_columns(text: str):
-    """(names, dtypes, shapes, begins, ends, metadata) of a compact header (header_tokens); None for any other.
-    Dtypes are the module's own strings, shapes one tuple per distinct shape, offsets ints."""
+    """(names, dtypes, shapes, begins, ends, metadata) of a compact header (header_tokens), unchecked; None for
+    any other. Dtypes are the module's own strings, shapes one tuple per distinct shape, offsets ints.
+    _plain_columns reads the same columns through _compact_checked."""
     cols = compact_columns(text)
     if cols is None or len(cols[0]) > MAX_TENSORS:
         return None
-    names, dtypes, shape_texts, begins, ends, meta = cols
+    names, kinds, kind_of, begins, ends, meta = cols
     try:
-        dtypes = list(map(_DTYPES.__getitem__, dtypes))               # KeyError: not a safetensors dtype
-        # one tuple per distinct shape text: "[4,8]" -> (4, 8); the pattern admits only digits and commas
-        shape_of = {t: tuple(map(int, t[1:-1].split(","))) if t != "[]" else () for t in set(shape_texts)}
-        shapes = list(map(shape_of.__getitem__, shape_texts))
-        # ValueError: more digits than int() reads. A writer lays the data out in header order, each tensor
-        # where the previous ended: then the begins are 0 and the ends' own int objects (one int per offset)
-        ends_text = ends
-        ends = list(map(int, ends))
-        begins = [0, *ends[:-1]] if begins[0] == "0" and begins[1:] == ends_text[:-1] else list(map(int, begins))
+        kind_of = _dtypes_of(kind_of)
+        return (names, [kind_of[k][0] for k in kinds], [kind_of[k][1] for k in kinds], list(map(int, begins)),
+                list(map(int, ends)), meta or {})
     except (KeyError, ValueError):
         return None
-    return names, dtypes, shapes, begins, ends, meta or {}
 
 
 def _json_columns(raw: bytes, text: str):
