@@ -11,9 +11,10 @@ names, the doctor's index mismatch report).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
-from itertools import repeat
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import itemgetter, setitem
 
 from advisor.checkpoint.safetensors_header import HeaderColumns, SafetensorsHeader, read_header
 from advisor.checkpoint.tensors import _ONE_PART, ModuleTensors, split_name
@@ -83,12 +84,13 @@ class ShardGrouper:
         suffixes = list(map(_ONE_PART.get, lasts))
         # an entry is a plain tuple laid out as a TensorEntry, its suffix first (ModuleTensor: one with names)
         entries = list(zip(suffixes, c.dtypes, c.shapes, c.begins, c.ends))
-        kv = [] if _KV.isdisjoint(lasts) else [n for n, last in zip(names, lasts) if last in _KV and n != last]
+        # k_scale and v_scale are suffixes (_ONE_PART): the suffixes' strings are the module's own, hashed once
+        kv = [] if _KV.isdisjoint(suffixes) else [n for n, last in zip(names, lasts) if last in _KV and n != last]
         data = c.file_size - 8 - c.header_size if local else sum(map(_nbytes, entries))
         h = ShardTensors(c.path, shard, c.header_size, c.file_size, c.metadata, len(names), data, kv, local,
                          None, None if local else list(names))
         self.shard_names.setdefault(c.path, shard)
-        odd = None in suffixes or "" in modules
+        odd = not all(suffixes) or not all(modules)        # a None suffix or an empty module: truth in C
         if odd:                                     # a name not "module.suffix": kept whole, split when grouped
             for i, (m, sfx) in enumerate(zip(modules, suffixes)):
                 if sfx is None or not m:
@@ -114,6 +116,29 @@ class ShardGrouper:
         return ModuleTensors(self.mods, self.paths, self.split)
 
     def _group(self, h: ShardTensors, modules: list, suffixes: list, entries: list, names: set | None) -> None:
+        if names is None:
+            # Every name is "module.suffix": each module's dict is filled in C (a defaultdict, setitem mapped over
+            # the columns), in header order as the loop below fills it, where no (module, suffix) is given twice
+            # in the shard (the sum; unique names make it so, else the loop). The tensors of modules begun in an
+            # earlier shard go through the loop, in header order (renamed keys, the duplicate refusal); it begins
+            # no module, so the new ones are added after it in the order the loop adds them. At 100k tensors
+            # ~17 ms instead of ~19 (CPU in process): each module string is still hashed once
+            here: defaultdict[str, dict] = defaultdict(dict)
+            any(map(setitem, map(here.__getitem__, modules), suffixes, entries))
+            if sum(map(len, here.values())) == len(modules):
+                earlier = self.mods.keys() & here.keys()
+                if earlier:
+                    for module in earlier:
+                        del here[module]
+                    keep = list(map(earlier.__contains__, modules))
+                    self._group_loop(h, list(compress(modules, keep)), list(compress(suffixes, keep)),
+                                     list(compress(entries, keep)), None)
+                self.mods.update(here)
+                self.paths.extend(repeat(h.path, len(here)))
+                return
+        self._group_loop(h, modules, suffixes, entries, names)
+
+    def _group_loop(self, h: ShardTensors, modules: list, suffixes: list, entries: list, names: set | None) -> None:
         mods, paths, split, renamed, odd_seen = self.mods, self.paths, self.split, self.renamed, self.odd_seen
         get = mods.get
         path = h.path
