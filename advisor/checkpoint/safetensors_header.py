@@ -281,7 +281,7 @@ def _compact_checked(compact: tuple, buffer_size: int | None):
     if None in need_of.values():
         return None
     needs = list(map(need_of.__getitem__, kinds))
-    if begins[0] == "0" and begins[1:] == ends_text[:-1]:
+    if begins is None or begins[0] == "0" and begins[1:] == ends_text[:-1]:       # each where the previous ended
         del ends_text
         if ends != list(accumulate(needs)) or buffer_size is not None and ends[-1] > buffer_size:
             return None
@@ -374,8 +374,9 @@ def _compact_columns(text: str):
     names, kinds, kind_of, begins, ends, meta = cols
     try:
         kind_of = _dtypes_of(kind_of)
-        return (names, [kind_of[k][0] for k in kinds], [kind_of[k][1] for k in kinds], list(map(int, begins)),
-                list(map(int, ends)), meta or {})
+        ends = list(map(int, ends))
+        begins = [0, *ends[:-1]] if begins is None else list(map(int, begins))
+        return names, [kind_of[k][0] for k in kinds], [kind_of[k][1] for k in kinds], begins, ends, meta or {}
     except (KeyError, ValueError):
         return None
 

@@ -36,10 +36,10 @@ def _both(monkeypatch, text: str, buf: int | None):
     return fast, full
 
 
-def _header(entries, *, meta: str | None = None, pad: str = "") -> str:
+def _header(entries, *, meta: str | None = None, pad: str = "", at: int = 0) -> str:
     members = [_ENTRY.format(**e) for e in entries]
     if meta is not None:
-        members.insert(0, f'"__metadata__":{meta}')
+        members.insert(at, f'"__metadata__":{meta}')
     return "{" + ",".join(members) + "}" + pad
 
 
@@ -135,6 +135,9 @@ def _random_header(rng: random.Random) -> tuple[str, int]:
         pos += nb
     if rng.random() < 0.3:
         rng.shuffle(entries)            # the names move with their offsets: still a valid header, not in order
+    elif rng.random() < 0.2 and len(entries) > 1:
+        i = rng.choice([0, len(entries) - 2, rng.randrange(len(entries) - 1)])    # one pair swapped: in order but there
+        entries[i], entries[i + 1] = entries[i + 1], entries[i]
     for _ in range(rng.choice((0, 0, 1, 2))):
         e = rng.choice(entries)
         k = rng.randrange(4)
@@ -146,8 +149,12 @@ def _random_header(rng: random.Random) -> tuple[str, int]:
             e["dtype"] = rng.choice(_DTYPES)
         else:
             e[rng.choice(("begin", "end"))] = rng.choice(["0", "00", "01", str(pos), str(pos + 1), "7"])
-    meta = rng.choice([None, None, '{"format":"pt"}'])
-    return _header(entries, meta=meta, pad=" " * rng.randint(0, 7)), rng.choice([pos, pos, pos - 1, pos + 1])
+    meta = rng.choice([None, None, '{"format":"pt"}', '{}', '{"a":"},{","b":"]},"}', '{"a":"[0,"}'])
+    at = rng.choice([0, 0, len(entries), rng.randint(0, len(entries))])
+    text = _header(entries, meta=meta, pad=" " * rng.randint(0, 7), at=at)
+    if rng.random() < 0.05:
+        text = text[:-1] + ',"__metadata__":{}}'         # a second member
+    return text, rng.choice([pos, pos, pos - 1, pos + 1])
 
 
 def test_random_compact_headers_read_as_the_full_check_reads_them(monkeypatch):
@@ -176,6 +183,8 @@ def test_compact_columns_are_what_json_loads_reads():
         assert names == list(obj)
         assert [kind_of[k][0] for k in kinds] == [v["dtype"] for v in obj.values()]
         assert [list(kind_of[k][1]) for k in kinds] == [v["shape"] for v in obj.values()]
+        if begins is None:              # each where the previous ended, the first at 0
+            begins = ["0", *ends[:-1]]
         assert list(map(int, begins)) == [v["data_offsets"][0] for v in obj.values()]
         assert list(map(int, ends)) == [v["data_offsets"][1] for v in obj.values()]
 
