@@ -34,7 +34,6 @@ from typing import BinaryIO, NamedTuple
 
 from advisor.checkpoint.header_tokens import compact_columns
 from advisor.errors import BadInput
-from advisor.untrusted import has_surrogate, one_line, quoted
 
 MAX_HEADER_SIZE = 100_000_000  # safetensors tensor.rs:10 MAX_HEADER_SIZE
 # Ours. The largest real files hold a few thousand tensors (a whole 235B MoE in one file: ~150k);
@@ -48,6 +47,24 @@ MAX_JSON_ITEMS = 6_000_000
 _JSON_DEPTH = 127              # serde_json's recursion limit: 128 nested containers fail
 _U64 = 2**64 - 1
 _FIELDS = ("dtype", "shape", "data_offsets")
+
+
+# advisor.untrusted on first use: only error messages and the full check of a header with \u escapes need it,
+# and its import (two regexes over large classes) is ~1 ms of every fresh `inspect` that reads headers
+def quoted(text: str, limit: int = 120) -> str:
+    from advisor.untrusted import quoted
+    return quoted(text, limit)
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    from advisor.untrusted import one_line
+    return one_line(text, limit)
+
+
+def has_surrogate(text: str) -> bool:
+    from advisor.untrusted import has_surrogate
+    return has_surrogate(text)
+
 
 # Bits per element of every dtype string the format defines (tensor.rs:811-891).
 DTYPE_BITS: dict[str, int] = {
