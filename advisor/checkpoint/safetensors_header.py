@@ -284,8 +284,9 @@ def _covers(begins: list[int], ends: list[int], buffer_size: int | None) -> bool
 def _compact_checked(compact: tuple, buffer_size: int | None):
     """_plain_columns of a compact header (header_tokens.compact_columns' columns); None where the full check
     must decide (as json.loads' path would: an unknown dtype, a number int() does not read, a wrong size).
-    A writer lays the data out in header order, each tensor where the previous ended: then the begins are "0"
-    and the ends' texts, and the ends the running sum of the sizes, checked without a begin as an int."""
+    A writer lays the data out in header order, each tensor where the previous ended: then header_tokens gives
+    no begins (its in-order split), or they are "0" and the ends' texts, and the ends are the running sum of
+    the sizes, checked without a begin as an int."""
     names, kinds, kind_of, begins, ends_text, meta = compact
     if len(names) > MAX_TENSORS:
         return None
@@ -383,7 +384,7 @@ def _columns_of(raw: bytes, buffer_size: int):
 
 def _compact_columns(text: str):
     """(names, dtypes, shapes, begins, ends, metadata) of a compact header (header_tokens), unchecked; None for
-    any other. Dtypes are the module's own strings, shapes one tuple per distinct shape, offsets ints.
+    any other. Dtypes are the module's own strings, shapes one tuple per distinct kind, offsets ints.
     _plain_columns reads the same columns through _compact_checked."""
     cols = compact_columns(text)
     if cols is None or len(cols[0]) > MAX_TENSORS:
