@@ -13,7 +13,7 @@ from operator import itemgetter
 
 from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
-from advisor.checkpoint.name_columns import expert_number, name_columns, natural_keys, order_naturally
+from advisor.checkpoint.name_columns import expert_number, name_columns, natural_keys, natural_order_of
 from advisor.checkpoint.quant_plan import QuantPlan
 from advisor.checkpoint.roles import group_name, layer_index, role_of
 from advisor.checkpoint.schemes import BF16, NO_ACT, is_quantized, scheme_label, stored_bytes
@@ -126,7 +126,7 @@ def modules_from_headers(files: CheckpointFiles, plan: QuantPlan,
         if listed:
             findings.append(Finding(code, sev, msg.format(n=len(listed)), detail="; ".join(listed[:5]),
                                     modules=tuple(listed[:50])))
-    order_naturally(mods, names, cols.keys)
+    mods[:] = map(mods.__getitem__, cols.order)
     return mods, findings
 
 
@@ -245,7 +245,7 @@ def unquantized_format(config: dict) -> WeightQuant:
 def sort_naturally(mods: list[ModuleRow]) -> None:
     """``mods.sort(key=lambda m: natural_order(m.name))`` (stable), keyed in a few C passes (natural_keys)."""
     names = [m.name for m in mods]
-    order_naturally(mods, names, natural_keys(names))
+    mods[:] = map(mods.__getitem__, natural_order_of(names, natural_keys(names)))
 
 
 def group_modules(mods: list[ModuleRow]) -> list[ModuleGroup]:

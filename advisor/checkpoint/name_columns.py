@@ -8,7 +8,10 @@ followed by "." or the name's end: what group_name collapses to ".*") gives them
 - a pattern decides once which of its numbers is the layer (roles._LAYER: a component "layers", "h",
   "blocks", "block" or "decoder_layers" before it) and which the expert (a component ending in "experts"
   before it and another component after it), so a name's are read off its numbers by position;
-- the texts (a few distinct ones) and numbers padded as natural_keys pads every digit run make its keys.
+- the texts (a few distinct ones) and numbers padded as natural_keys pads every digit run make its key, and
+  the keys the names' natural order, worked out before the caller builds its rows (the keys, ~100 B a name,
+  are gone by then: issue 23's memory target).
+Patterns and expert numbers are kept as one string per distinct value (a row keeps them).
 Names that are not plain ASCII, or hold a "*", NUL or newline, take the per-name functions instead.
 """
 
@@ -31,13 +34,13 @@ _DIGIT_MASK = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))     # ASCII
 
 
 class NameColumns(NamedTuple):
-    """Per name, in order: its pattern, layer, expert number as written ("" where it has none) and natural-order
-    key (``keys`` None: names natural_keys cannot key, which natural_order itself orders)."""
+    """Per name, in order: its pattern, layer and expert number as written ("" where it has none); and the
+    names' natural order (sorted(key=natural_order) as indexes)."""
 
     patterns: list[str]
     layers: list[int | None]
     experts: list[str]
-    keys: list[str] | None
+    order: list[int]
 
 
 def expert_number(name: str) -> str:
@@ -48,9 +51,10 @@ def expert_number(name: str) -> str:
 
 def name_columns(names: list[str]) -> NameColumns:
     chunks = _chunks(names)
+    one: dict[str, str] = {}             # a string per distinct pattern and expert number
     if chunks is None or any("*" in c for c in chunks):
-        return NameColumns(group_names(names), layer_indexes(names), list(map(expert_number, names)),
-                           natural_keys(names))
+        return NameColumns(_shared(group_names(names), one), layer_indexes(names),
+                           _shared(list(map(expert_number, names)), one), natural_order_of(names, natural_keys(names)))
     width = _longest_digit_run(chunks)
     # pattern -> where its layer and its expert are among its numbers (_NOWHERE: it has none)
     layer_at: dict[str, int] = {}
@@ -65,7 +69,7 @@ def name_columns(names: list[str]) -> NameColumns:
     for c in chunks:
         parts = _NUMBER.split(c)
         texts, numbers = parts[0::2], parts[1::2]
-        pats = ".*".join(texts).split("\n")
+        pats = _shared(".*".join(texts).split("\n"), one)
         patterns += pats
         for p in set(pats).difference(layer_at):
             layer_at[p], expert_at[p] = _slots(p)
@@ -80,14 +84,19 @@ def name_columns(names: list[str]) -> NameColumns:
                 ints.update((n, int(n)) for n in set(found).difference(ints) if n)
                 layers += map(ints.get, found)
             else:
-                out += found
+                out += _shared(found, one)
         del numbers[-1], first
         padded.update((n, ".\x00" + n.zfill(width)) for n in set(numbers).difference(padded))
         padded_text.update((t, _pad_runs(t, width)) for t in set(texts).difference(padded_text))
         parts[0::2] = map(padded_text.__getitem__, texts)
         parts[1::2] = map(padded.__getitem__, numbers)
         keys += "".join(parts).split("\n")
-    return NameColumns(patterns, layers, experts, keys)
+    return NameColumns(patterns, layers, experts, natural_order_of(names, keys))
+
+
+def _shared(strings: list[str], one: dict[str, str]) -> list[str]:
+    """``strings`` with equal ones the same object (the first of them met in ``one``)."""
+    return list(map(one.setdefault, strings, strings))
 
 
 def _slots(pattern: str) -> tuple[int, int]:
@@ -146,17 +155,16 @@ def natural_keys(names: list[str]) -> list[str] | None:
     return keys
 
 
-def order_naturally(items: list, names: list[str], keys: list[str] | None) -> None:
-    """Sort ``items`` (one per name, stable) as ``sorted(key=natural_order(name))``; ``keys`` from natural_keys
-    or name_columns (None: natural_order itself)."""
+def natural_order_of(names: list[str], keys: list[str] | None) -> list[int]:
+    """The indexes of ``names`` in natural order (sorted(key=natural_order), stable); ``keys`` from natural_keys
+    (None: natural_order itself)."""
     if keys is None:
-        order = sorted(range(len(items)), key=lambda i: natural_order(names[i]))
-    else:
-        heads = [0 if "embed" in n else (2 if n.startswith(("lm_head", "mtp")) else 1) for n in names]
-        # by key, then (stable) by head: the order of (head, key), without a string or tuple per name for it
-        order = sorted(range(len(items)), key=keys.__getitem__)
-        order.sort(key=heads.__getitem__)
-    items[:] = map(items.__getitem__, order)
+        return sorted(range(len(names)), key=lambda i: natural_order(names[i]))
+    heads = [0 if "embed" in n else (2 if n.startswith(("lm_head", "mtp")) else 1) for n in names]
+    # by key, then (stable) by head: the order of (head, key), without a string or tuple per name for it
+    order = sorted(range(len(names)), key=keys.__getitem__)
+    order.sort(key=heads.__getitem__)
+    return order
 
 
 def _chunks(names: list[str]) -> list[str] | None:

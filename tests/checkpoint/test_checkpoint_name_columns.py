@@ -38,9 +38,10 @@ def test_name_columns_equal_the_per_name_functions(monkeypatch, chunk, odd):
         assert cols.patterns == [group_name(n) for n in names]
         assert cols.layers == [layer_index(n) for n in names]
         assert cols.experts == [nc.expert_number(n) for n in names]
-        rows = list(range(len(names)))
-        nc.order_naturally(rows, names, cols.keys)
-        assert rows == sorted(range(len(names)), key=lambda i: nc.natural_order(names[i]))
+        assert cols.order == sorted(range(len(names)), key=lambda i: nc.natural_order(names[i]))
+        # one string per distinct pattern and expert number (the rows keep them)
+        assert len({id(p) for p in cols.patterns}) == len(set(cols.patterns))
+        assert len({id(e) for e in cols.experts}) == len(set(cols.experts))
 
 
 def test_a_layer_and_an_expert_by_their_containers():
