@@ -91,7 +91,7 @@ def name_columns(names: list[str]) -> NameColumns:
         parts[0::2] = map(padded_text.__getitem__, texts)
         parts[1::2] = map(padded.__getitem__, numbers)
         keys += "".join(parts).split("\n")
-    return NameColumns(patterns, layers, experts, natural_order_of(names, keys))
+    return NameColumns(patterns, layers, experts, natural_order_of(names, keys, patterns))
 
 
 def _shared(strings: list[str], one: dict[str, str]) -> list[str]:
@@ -122,7 +122,7 @@ def _pad_runs(text: str, width: int) -> str:
 # ------------------------------------------------------------------ natural order
 
 def natural_order(name: str):
-    head = 0 if "embed" in name else (2 if name.startswith(("lm_head", "mtp")) else 1)
+    head = _head(name)
     parts = _NUM.split(name)
     if name.isascii():          # the digit runs are exactly the odd parts: convert them in one step
         parts[1::2] = map(int, parts[1::2])
@@ -155,16 +155,26 @@ def natural_keys(names: list[str]) -> list[str] | None:
     return keys
 
 
-def natural_order_of(names: list[str], keys: list[str] | None) -> list[int]:
+def natural_order_of(names: list[str], keys: list[str] | None, patterns: list[str] | None = None) -> list[int]:
     """The indexes of ``names`` in natural order (sorted(key=natural_order), stable); ``keys`` from natural_keys
-    (None: natural_order itself)."""
+    (None: natural_order itself). ``patterns``: the names' group patterns, one string per distinct pattern,
+    whose heads are the names' (collapsing ".7" to ".*" neither makes nor breaks "embed", "lm_head", "mtp")."""
     if keys is None:
         return sorted(range(len(names)), key=lambda i: natural_order(names[i]))
-    heads = [0 if "embed" in n else (2 if n.startswith(("lm_head", "mtp")) else 1) for n in names]
+    if patterns is None:
+        heads = list(map(_head, names))
+    else:
+        head_of = {p: _head(p) for p in set(patterns)}
+        heads = list(map(head_of.__getitem__, patterns))
     # by key, then (stable) by head: the order of (head, key), without a string or tuple per name for it
     order = sorted(range(len(names)), key=keys.__getitem__)
     order.sort(key=heads.__getitem__)
     return order
+
+
+def _head(name: str) -> int:
+    """natural_order's first part: the embedding first, lm_head and MTP last."""
+    return 0 if "embed" in name else (2 if name.startswith(("lm_head", "mtp")) else 1)
 
 
 def _chunks(names: list[str]) -> list[str] | None:
