@@ -99,9 +99,9 @@ def _agree(cands: list, sets: list[int], start: dict[str, int]) -> bool:
             if scalars is None:
                 scalars = scalars_of[id(m.layout)] = _scalars(m.tensors)
             key = hash((m.name.rpartition(".")[0], fused_set))
-            tensors, path = m.tensors, m.path
+            tensors, path, moved = m.tensors, m.path, m.shards
             for suffix, sign, kind in scalars:
-                at = m.shard_of(suffix) if m.shards else path       # a module split over shards: its own
+                at = moved.get(suffix, path) if moved else path     # a module split over shards: its own
                 base = start.get(at)
                 if base is None:
                     return False                # a shard not read here: the exact check skips its scalars
