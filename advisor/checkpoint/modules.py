@@ -255,7 +255,9 @@ def group_modules(mods: list[ModuleRow]) -> list[ModuleGroup]:
     by_ids: dict[tuple, list] = {}
     for m in mods:
         pattern = m.group if m.group is not None else group_name(m.name)
-        ikey = (pattern, m.role, id(m.weight), id(m.act), m.shape)
+        layout = m.layout               # a row from headers: its layout object fixes weight, act and shape
+        ikey = (pattern, m.role, id(layout)) if layout is not None else (pattern, m.role, id(m.weight), id(m.act),
+                                                                           m.shape)
         g = by_ids.get(ikey)
         if g is None:
             key = (pattern, m.role, m.scheme, m.weight, m.act, m.shape)

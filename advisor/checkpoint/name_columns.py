@@ -59,6 +59,7 @@ def name_columns(names: list[str]) -> NameColumns:
     # pattern -> where its layer and its expert are among its numbers (_NOWHERE: it has none)
     layer_at: dict[str, int] = {}
     expert_at: dict[str, int] = {}
+    stars: dict[str, int] = {}           # pattern -> how many numbers its names hold
     padded: dict[str, str] = {}          # a number -> its key text
     padded_text: dict[str, str] = {}     # a text between numbers -> its key text
     ints: dict[str, int] = {}
@@ -73,7 +74,8 @@ def name_columns(names: list[str]) -> NameColumns:
         patterns += pats
         for p in set(pats).difference(layer_at):
             layer_at[p], expert_at[p] = _slots(p)
-        first = list(accumulate(map(str.count, pats, repeat("*")), initial=0))      # each name's first number
+            stars[p] = p.count("*")
+        first = list(accumulate(map(stars.__getitem__, pats), initial=0))      # each name's first number
         numbers.append("")              # what a name without a layer or expert finds: past the last number
         past = len(numbers) - 1
         for at, out in ((layer_at, None), (expert_at, experts)):
