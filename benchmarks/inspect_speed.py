@@ -5,8 +5,8 @@
 Builds ModelOpt NVFP4 Qwen3-MoE-layout checkpoints of about 3 k / 19 k / 100 k tensors (tiny shapes,
 data regions left as sparse holes, ~4 k tensors per shard) and measures, as medians of --runs:
 - fresh process: `python -m advisor inspect DIR --json` vs a floor script that only opens each shard
-  and json-parses its header (both pay interpreter start; inspect also pays its imports), wall time
-  and, less distorted on a busy machine, CPU time (user + system of the child);
+  and json-parses its header (both pay interpreter start; inspect also pays its imports), taking turns run
+  by run, wall time and, less distorted on a busy machine, CPU time (user + system of the child);
 - in process (imports done): inspect_checkpoint() vs the same floor loop, and their time per tensor;
 - peak RSS growth of inspect_checkpoint() in a fresh process (after imports) vs the header bytes: VmHWM
   after minus VmRSS before, from /proc/self/status (ru_maxrss would start at the parent's peak).
@@ -144,18 +144,22 @@ def build(folder: str, tensors: int) -> dict:
     return {"tensors": len(entries), "shards": paths, "header_bytes": header_bytes}
 
 
-def _fresh(argv: list[str], runs: int) -> tuple[float, float]:
-    """Median wall time and median CPU time (user + system) of a fresh process (stdout discarded; a failure
-    stops the benchmark). The CPU time is what a busy machine distorts least."""
-    times, cpus = [], []
+def _fresh(commands: list[list[str]], runs: int) -> list[tuple[float, float]]:
+    """Per command, the median wall time and median CPU time (user + system) of a fresh process (stdout
+    discarded; a failure stops the benchmark). The commands take turns run by run, so each median is taken over
+    the same stretch of time (a shared VM's speed drifts by 10-20 % over a minute). The CPU time is what a
+    busy machine distorts least."""
+    times: list[list[float]] = [[] for _ in commands]
+    cpus: list[list[float]] = [[] for _ in commands]
     for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - t)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-    return statistics.median(times), statistics.median(cpus)
+        for argv, wall, cpu in zip(commands, times, cpus):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, check=True)
+            wall.append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(times, cpus)]
 
 
 def _in_process(folder: str, shards: list[str], runs: int, mode: str):
@@ -165,8 +169,9 @@ def _in_process(folder: str, shards: list[str], runs: int, mode: str):
 
 
 def measure(folder: str, ck: dict, runs: int) -> dict:
-    inspect_s, inspect_cpu = _fresh([sys.executable, "-m", "advisor", "inspect", folder, "--json"], runs)
-    floor_s, floor_cpu = _fresh([sys.executable, "-c", FLOOR, *ck["shards"]], runs)
+    (inspect_s, inspect_cpu), (floor_s, floor_cpu) = _fresh(
+        [[sys.executable, "-m", "advisor", "inspect", folder, "--json"], [sys.executable, "-c", FLOOR, *ck["shards"]]],
+        runs)
     warm = _in_process(folder, ck["shards"], runs, "times")
     base, peak = _in_process(folder, ck["shards"], 1, "rss")
     ip, fl = statistics.median(warm["inspect"]), statistics.median(warm["floor"])
