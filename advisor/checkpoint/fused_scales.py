@@ -18,7 +18,7 @@ from typing import cast
 
 from advisor.checkpoint.model import Finding
 from advisor.checkpoint.roles import FUSED_SETS
-from advisor.checkpoint.scalar_reads import read_values
+from advisor.checkpoint.scalar_reads import read_shard, read_values
 
 _FIRST = operator.itemgetter(0)
 _SCALARS = (("weight_scale_2", 1.0), ("weight_global_scale", -1.0), ("input_scale", 1.0),
@@ -92,10 +92,7 @@ def _agree(cands: list, sets: list[int], start: dict[str, int]) -> bool:
     parent_of: dict[str, str] = {}              # a member's pattern -> its parent's
     scalars_of: dict[int, tuple] = {}           # the F32 scalars of a tensor layout (the rows' shared layout object)
     for lo in range(0, len(cands), _SCALAR_BATCH):
-        paths: list[str] = []
-        offsets: list[int] = []
-        keys: list[int] = []
-        flips: list[int] = []                   # reads of compressed-tensors' global scales (1 / scale_2)
+        reads: dict[str, tuple[list, list, list]] = {}     # shard -> its offsets, their group keys, its flips
         for m, fused_set in zip(cands[lo:lo + _SCALAR_BATCH], sets[lo:lo + _SCALAR_BATCH]):
             scalars = scalars_of.get(id(m.layout))
             if scalars is None:
@@ -113,21 +110,23 @@ def _agree(cands: list, sets: list[int], start: dict[str, int]) -> bool:
             tensors, path, moved = m.tensors, m.path, m.shards
             for suffix, sign, kind in scalars:
                 at = moved.get(suffix, path) if moved else path     # a module split over shards: its own
-                base = start.get(at)
-                if base is None:
-                    return False                # a shard not read here: the exact check skips its scalars
-                if sign < 0:
+                shard = reads.get(at)
+                if shard is None:
+                    if at not in start:
+                        return False            # a shard not read here: the exact check skips its scalars
+                    shard = reads[at] = ([], [], [])
+                offsets, keys, flips = shard
+                if sign < 0:                    # compressed-tensors' global scales: global_scale = 1 / scale_2
                     flips.append(len(offsets))
-                paths.append(at)
-                offsets.append(base + tensors[suffix][3])
+                offsets.append(start[at] + tensors[suffix][3])
                 keys.append(key + kind)
-        got = read_values(paths, offsets)      # one call: a batch's scalars of every kind share a span
-        del paths, offsets
-        for i in flips:
-            v = got[i]
-            got[i] = (1.0 / v) if v else v
-        if any(map(operator.ne, map(firsts.setdefault, keys, got), got)):
-            return False
+        for at, (offsets, keys, flips) in reads.items():
+            got = read_shard(at, offsets)       # a batch's scalars of every kind in one shard share a span
+            for i in flips:
+                v = got[i]
+                got[i] = (1.0 / v) if v else v
+            if any(map(operator.ne, map(firsts.setdefault, keys, got), got)):
+                return False
     return True
 
 

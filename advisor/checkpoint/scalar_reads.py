@@ -49,17 +49,20 @@ def read_values(paths: list[str], offsets: list[int]) -> list:
         groups = [(p, order[bisect_left(in_order, p):bisect_right(in_order, p)]) for p in sorted(distinct)]
     got: dict[int, float | None] = {}
     for path, ks in groups:
-        offs = offsets if ks is None else list(map(offsets.__getitem__, ks))
-        try:
-            vals = _read_dense(path, offs)
-        except OSError:
-            vals = None
-        if vals is None:
-            vals = _read_sparse(path, offs)
+        vals = read_shard(path, offsets if ks is None else list(map(offsets.__getitem__, ks)))
         if ks is None:
             return vals
         got.update(zip(ks, vals))
     return list(map(got.get, range(n)))
+
+
+def read_shard(path: str, offsets: list[int]) -> list:
+    """read_values of one file: the floats at ``offsets`` (any order), one per offset (None: not read)."""
+    try:
+        vals = _read_dense(path, offsets)
+    except OSError:
+        vals = None
+    return vals if vals is not None else _read_sparse(path, offsets)
 
 
 def _read_dense(path: str, offs: list[int]) -> list | None:
