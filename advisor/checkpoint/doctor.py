@@ -13,7 +13,7 @@ from math import prod as _prod
 from advisor.checkpoint.arch import _pos, invalid_numbers, text_config
 from advisor.checkpoint.fused_scales import fused_scale_mismatch
 from advisor.checkpoint.model import ArchInfo, Finding, ModuleGroup, Scheme
-from advisor.checkpoint.modules import ModuleRow, experts_per_layer
+from advisor.checkpoint.modules import ModuleRow, experts_per_layer, layout_flags
 from advisor.checkpoint.quant_plan import CONFLICT, INVALID, QuantPlan
 from advisor.checkpoint.scalar_reads import read_scalars
 from advisor.checkpoint.schemes import is_quantized
@@ -22,7 +22,7 @@ from advisor.errors import BadInput
 
 _FIRST = operator.itemgetter(0)
 _NOTE_SEVERITY = {"modelopt-config-groups-contradict": "info", INVALID: "error", CONFLICT: "warn"}
-_LAYOUT, _ROLE, _LAYER_INDEX = (operator.attrgetter(a) for a in ("layout", "role", "layer"))     # of a row
+_ROLE, _LAYER_INDEX = operator.attrgetter("role"), operator.attrgetter("layer")     # of a row
 
 
 def note_severity(code: str) -> str:
@@ -206,6 +206,10 @@ def _dtype_check(files, groups: list[ModuleGroup]) -> list[Finding]:
     return []
 
 
+def _w4a4(m: ModuleRow) -> bool:
+    return m.tensors is not None and m.weight.format == "nvfp4" and m.act.format == "nvfp4" and m.count == 1
+
+
 _INPUT_SCALE_SAMPLE = 64    # scalars read at most (4 bytes each): enough to tell a constant from calibration
 
 
@@ -215,18 +219,7 @@ def uncalibrated_input_scales(files, mods) -> list[Finding]:
     on FP4 tensor cores activations then get a global scale of 1, so small activation blocks fall
     into E4M3's subnormal range."""
     headers = {h.path: h for h in files.headers}
-    # W4A4 rows, decided once per layout object (the rows of one share weight, act and count)
-    layouts = list(map(_LAYOUT, mods))
-    if None in layouts:                 # rows without one (from the config): row by row
-        cands = [m for m in mods if m.tensors is not None and m.weight.format == "nvfp4"
-                 and m.act.format == "nvfp4" and m.count == 1]
-    else:
-        ids = list(map(id, layouts))
-        w4a4 = {key: m.tensors is not None and m.weight.format == "nvfp4" and m.act.format == "nvfp4"
-                and m.count == 1 for key, m in dict(zip(ids, mods)).items()}
-        cands = list(compress(mods, map(w4a4.__getitem__, ids)))
-        del ids
-    del layouts
+    cands = list(compress(mods, layout_flags(mods, _w4a4)))
     step = max(1, len(cands) // _INPUT_SCALE_SAMPLE)
     reads = []
     for m in cands[::step]:

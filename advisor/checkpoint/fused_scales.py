@@ -18,6 +18,7 @@ from math import prod as _prod
 from typing import cast
 
 from advisor.checkpoint.model import Finding
+from advisor.checkpoint.modules import layout_flags
 from advisor.checkpoint.roles import FUSED_SETS
 from advisor.checkpoint.scalar_reads import read_shard, read_values
 
@@ -64,7 +65,7 @@ def _candidates(mods) -> tuple[list, list[int]]:
     """The rows that can be members of a fused group, and each one's fused set (FUSED_SETS index), in order."""
     # A row is a member by its name's last part (a fused set's) and its tensor layout (NVFP4, one module): the
     # first is read off its name pattern once per pattern (a pattern ends as its names do, unless a name ends
-    # in a collapsed index, which no fused set holds), the second once per layout object; column passes
+    # in a collapsed index, which no fused set holds), the second once per layout object (layout_flags)
     patterns = list(map(_GROUP, mods))
     set_of = {p: _FUSED_SET_OF.get(p.rpartition(".")[2]) for p in set(patterns) if p is not None}
     sets = list(map(set_of.get, patterns))
@@ -74,11 +75,12 @@ def _candidates(mods) -> tuple[list, list[int]]:
     del patterns
     keep = list(map(operator.is_not, sets, repeat(None)))
     cands, sets = list(compress(mods, keep)), list(compress(sets, keep))
-    layouts = list(map(id, map(_LAYOUT, cands)))
-    ok = {key: m.layout is not None and m.tensors is not None and m.count == 1 and m.weight.format == "nvfp4"
-          for key, m in dict(zip(layouts, cands)).items()}      # rows of one layout object share these
-    keep = list(map(ok.__getitem__, layouts))
+    keep = layout_flags(cands, _nvfp4_module)
     return list(compress(cands, keep)), list(compress(cast(list[int], sets), keep))
+
+
+def _nvfp4_module(m) -> bool:
+    return m.layout is not None and m.tensors is not None and m.count == 1 and m.weight.format == "nvfp4"
 
 
 def _agree(cands: list, sets: list[int], start: dict[str, int]) -> bool:
@@ -137,8 +139,7 @@ def _scalars(tensors: dict[str, tuple]) -> tuple:
                  if (t := tensors.get(suffix)) is not None and t[1] == "F32" and _prod(t[2]) == 1)
 
 
-_GROUP, _LAYOUT, _TENSORS, _PATH_OF, _NAME = (operator.attrgetter(a) for a in ("group", "layout", "tensors", "path",
-                                                                                "name"))
+_GROUP, _TENSORS, _PATH_OF, _NAME = (operator.attrgetter(a) for a in ("group", "tensors", "path", "name"))
 _HEAD = operator.itemgetter(0)      # of a str.rpartition
 _BEGIN = operator.itemgetter(3)     # of a module tensor
 

@@ -19,15 +19,8 @@ from advisor.checkpoint.arch import arch_info
 from advisor.checkpoint.config_types import check_config_types
 from advisor.checkpoint.declared import declared_quant
 from advisor.checkpoint.model import ArchInfo, CheckpointInfo, Finding, ModuleGroup, Role, Scheme, Totals, WeightQuant
-from advisor.checkpoint.modules import (
-    ModuleRow,
-    experts_per_layer,
-    group_modules,
-    modules_from_config,
-    modules_from_headers,
-    sort_naturally,
-    unquantized_format,
-)
+from advisor.checkpoint.modules import (ModuleRow, experts_per_layer, group_modules, modules_from_config,
+                                        modules_from_headers, sort_naturally, unquantized_format)
 from advisor.checkpoint.name_columns import natural_order
 from advisor.checkpoint.quant_config import build_plan
 from advisor.checkpoint.quant_plan import QuantPlan

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 from advisor.checkpoint.arch import text_config
 from advisor.checkpoint.model import ActQuant, ArchInfo, Finding, ModuleGroup, WeightQuant
@@ -275,6 +275,20 @@ def group_modules(mods: list[ModuleRow]) -> list[ModuleGroup]:
         out.append(ModuleGroup(name=name, role=role, scheme=scheme, weight=w, act=a, count=count,
                                params=params, stored_bytes=nbytes, shape=shape, layers=tuple(sorted(layers))))
     return out
+
+
+def layout_flags(mods: list[ModuleRow], test) -> list[bool]:
+    """``test(row)`` of each row, asked once per layout object: the rows of one (modules_from_headers) share
+    weight, act, count, shape and tensors' layout. Rows without one (from the config) are asked each."""
+    layouts = list(map(_LAYOUT, mods))
+    if None in layouts:
+        return list(map(test, mods))
+    ids = list(map(id, layouts))
+    verdict = {key: test(m) for key, m in dict(zip(ids, mods)).items()}
+    return list(map(verdict.__getitem__, ids))
+
+
+_LAYOUT = attrgetter("layout")
 
 
 def experts_per_layer(mods: list[ModuleRow]) -> int:

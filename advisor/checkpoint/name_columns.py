@@ -22,12 +22,12 @@ import re
 from itertools import accumulate, repeat
 from typing import NamedTuple
 
-from advisor.checkpoint.roles import group_names, layer_indexes
+from advisor.checkpoint.roles import LAYER_WORDS, group_names, layer_indexes
 
 _NUM = re.compile(r"(\d+)")
 _NUMBER = re.compile(r"\.([0-9]+)(?=[.\n]|\Z)")      # a numeric component of names joined by newlines (ASCII)
 _EXPERT_INDEX = re.compile(r"experts\.(\d+)\.")
-_LAYER_WORDS = frozenset(("layers", "h", "blocks", "block", "decoder_layers"))
+_LAYER_WORDS = frozenset(LAYER_WORDS)
 _NOWHERE = 1 << 62      # a position past any name's numbers
 _CHUNK = 2048           # names joined and split at once: the parts of every name at once would be ~500 B a name
 _DIGIT_MASK = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))     # ASCII digits -> "0", the rest -> " "
@@ -76,24 +76,24 @@ def name_columns(names: list[str]) -> NameColumns:
             layer_at[p], expert_at[p] = _slots(p)
             stars[p] = p.count("*")
         first = list(accumulate(map(stars.__getitem__, pats), initial=0))      # each name's first number
-        numbers.append("")              # what a name without a layer or expert finds: past the last number
-        past = len(numbers) - 1
-        for at, out in ((layer_at, None), (expert_at, experts)):
-            # the name's first number plus the pattern's position, past the end where it has none: min() in C
-            found = list(map(numbers.__getitem__, map(min, map(operator.add, first, map(at.__getitem__, pats)),
-                                                        repeat(past))))
-            if out is None:
-                ints.update((n, int(n)) for n in set(found).difference(ints) if n)
-                layers += map(ints.get, found)
-            else:
-                out += _shared(found, one)
-        del numbers[-1], first
+        found = _numbers_at(numbers, first, map(layer_at.__getitem__, pats))
+        ints.update((n, int(n)) for n in set(found).difference(ints) if n)
+        layers += map(ints.get, found)
+        experts += _shared(_numbers_at(numbers, first, map(expert_at.__getitem__, pats)), one)
+        del first, found
         padded.update((n, ".\x00" + n.zfill(width)) for n in set(numbers).difference(padded))
         padded_text.update((t, _pad_runs(t, width)) for t in set(texts).difference(padded_text))
         parts[0::2] = map(padded_text.__getitem__, texts)
         parts[1::2] = map(padded.__getitem__, numbers)
         keys += "".join(parts).split("\n")
     return NameColumns(patterns, layers, experts, natural_order_of(names, keys, patterns))
+
+
+def _numbers_at(numbers: list[str], first: list[int], at) -> list[str]:
+    """Each name's number at its pattern's position ``at`` ("" where the pattern has none): the name's first number
+    plus the position, or the "" past the last number (_NOWHERE is past any index: min() in C)."""
+    padded = [*numbers, ""]
+    return list(map(padded.__getitem__, map(min, map(operator.add, first, at), repeat(len(numbers)))))
 
 
 def _shared(strings: list[str], one: dict[str, str]) -> list[str]:

@@ -6,7 +6,9 @@ import re
 
 from advisor.checkpoint.model import Role
 
-_LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|block|decoder_layers)\.(\d+)(?:\.|$)")
+# the containers whose numbered children are the decoder layers (model.layers.3, transformer.h.3, blocks.3, ...)
+LAYER_WORDS = ("layers", "h", "blocks", "block", "decoder_layers")
+_LAYER = re.compile(r"(?:^|\.)(?:%s)\.(\d+)(?:\.|$)" % "|".join(LAYER_WORDS))
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 
 _VISION = ("visual", "vision", "vit.", "image_", "mm_projector", "multi_modal_projector", "embed_vision",
@@ -47,7 +49,7 @@ def group_names(names: list[str]) -> list[str]:
 
 
 # _LAYER's first match on each line of names joined by newlines, or none: one findall result per line
-_LAYER_LINES = re.compile(r"^(?:[^\n]*?(?:^|\.)(?:layers|h|blocks|block|decoder_layers)\.(\d+)(?=\.|$))?[^\n]*$", re.M)
+_LAYER_LINES = re.compile(r"^(?:[^\n]*?(?:^|\.)(?:%s)\.(\d+)(?=\.|$))?[^\n]*$" % "|".join(LAYER_WORDS), re.M)
 
 
 def layer_indexes(names: list[str]) -> list[int | None]:
