@@ -382,25 +382,9 @@ def _columns_of(raw: bytes, buffer_size: int):
     return meta, names, dtypes, shapes, begins, ends
 
 
-def _compact_columns(text: str):
-    """(names, dtypes, shapes, begins, ends, metadata) of a compact header (header_tokens), unchecked; None for
-    any other. Dtypes are the module's own strings, shapes one tuple per distinct kind, offsets ints.
-    _plain_columns reads the same columns through _compact_checked."""
-    cols = compact_columns(text)
-    if cols is None or len(cols[0]) > MAX_TENSORS:
-        return None
-    names, kinds, kind_of, begins, ends, meta = cols
-    try:
-        kind_of = _dtypes_of(kind_of)
-        ends = list(map(int, ends))
-        begins = [0, *ends[:-1]] if begins is None else list(map(int, begins))
-        return names, [kind_of[k][0] for k in kinds], [kind_of[k][1] for k in kinds], begins, ends, meta or {}
-    except (KeyError, ValueError):
-        return None
-
-
 def _json_columns(raw: bytes, text: str):
-    """_compact_columns of any other plain header, through json.loads; None where the full check must decide."""
+    """The columns of any other plain header (as _compact_checked gives a compact one), through json.loads; None
+    where the full check must decide."""
     # lone surrogates and serde's float -0: the full check. A one-byte search is a memchr, a longer one a
     # slower scan (~0.6 ms per 450 KB shard), so each looks for its rare first byte first
     if b"\\" in raw and b"\\u" in raw or b"-" in raw and b"-0" in raw:

@@ -182,6 +182,24 @@ def _compact_variant(rng: random.Random) -> tuple[str, int]:
     return text, buf
 
 
+def _compact_columns(text: str):
+    """(names, dtypes, shapes, begins, ends, metadata) of a compact header as header_tokens reads it, before
+    _compact_checked's checks; None for any other."""
+    from advisor.checkpoint.header_tokens import compact_columns
+
+    cols = compact_columns(text)
+    if cols is None or len(cols[0]) > sh.MAX_TENSORS:
+        return None
+    names, kinds, kind_of, begins, ends, meta = cols
+    try:
+        kind_of = sh._dtypes_of(kind_of)
+        ends = list(map(int, ends))
+        begins = [0, *ends[:-1]] if begins is None else list(map(int, begins))
+        return names, [kind_of[k][0] for k in kinds], [kind_of[k][1] for k in kinds], begins, ends, meta or {}
+    except (KeyError, ValueError):
+        return None
+
+
 def test_the_compact_split_reads_what_json_loads_reads():
     """compact_columns reads a header as json.loads does, or refuses it; the separator checks matter: a
     stray character between two entries must not pass."""
@@ -189,7 +207,7 @@ def test_the_compact_split_reads_what_json_loads_reads():
     taken = 0
     for _ in range(4000):
         text, buf = _compact_variant(rng)
-        compact = sh._compact_columns(text)
+        compact = _compact_columns(text)
         if compact is None:
             continue
         taken += 1
@@ -234,7 +252,7 @@ def test_the_compact_split_takes_shapes_up_to_the_rank_limit(dims):
     assert header_tokens._MAX_DIMS == sh.MAX_RANK
     text = json.dumps({"a": {"dtype": "U8", "shape": [1] * dims, "data_offsets": [0, 1]}}, separators=(",", ":"))
     raw = text.encode()
-    assert (sh._compact_columns(text) is not None) is (dims <= sh.MAX_RANK)
+    assert (_compact_columns(text) is not None) is (dims <= sh.MAX_RANK)
     assert sh._json_columns(raw, text) is None or dims <= sh.MAX_RANK
     if dims > sh.MAX_RANK:
         with pytest.raises(BadInput, match=f"shape has {dims:,} dimensions"):
